@@ -1,0 +1,1 @@
+from fairseq_plugins.criterions import focal_copy_coverage  # noqa: F401

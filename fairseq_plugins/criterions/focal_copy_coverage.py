@@ -1,0 +1,120 @@
+"""``focal_copy_coverage``: focal loss on the copy distribution plus the coverage loss.
+
+Shi et al. (2018), "A Normalized Encoder-Decoder Model for Abstractive Summarization Using Focal Loss",
+eqs 12-16, for target word w_t with final probability P(w_t) (eq 9 of See et al. for a pointer model):
+    focal_t    = -alpha (1 - P(w_t))^gamma log P(w_t)                   (focal loss, eqs 14-15)
+    covloss_t  = sum_i min(a_i^t, c_i^t)                                (coverage loss, eq 12; See et al. eq 12)
+    loss_t     = focal_t + lambda covloss_t                             (eq 13 with focal_t in place of the NLL)
+    loss       = (1/T) sum_{t=0}^{T-1} loss_t                           (eq 16: mean over the summary's steps)
+With ``alpha=1, gamma=0`` this is exactly See et al.'s NLL + coverage loss (their eqs 6, 7 and 13); ``lambda=0``
+turns the coverage loss off.
+
+Averaging: by default (``--loss-average sequence``) each summary's loss is the mean over its T steps (eq 16)
+and the batch loss is the mean over summaries (fairseq's sample_size = number of summaries).  ``token``
+averages over all target tokens of the batch instead, as fairseq's own criterions do.
+
+Logged separately (per target token): nll_loss (base 2, so ppl = 2^nll), focal, coverage, p_gen (mean).
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+from omegaconf import II
+
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+
+PROB_EPS = 1e-12  # P(w_t) is floored here before the log: P is exactly 0 for an uncopyable marker
+LOSS_AVERAGE = ChoiceEnum(["sequence", "token"])
+
+
+@dataclass
+class FocalCopyCoverageConfig(FairseqDataclass):
+    focal_alpha: float = field(default=0.25, metadata={"help": "alpha of the focal loss (1 with gamma 0 = NLL)"})
+    focal_gamma: float = field(default=1.0, metadata={"help": "gamma of the focal loss (0 = weighted NLL)"})
+    coverage_lambda: float = field(default=1.0, metadata={"help": "weight of the coverage loss (0 = off)"})
+    loss_average: LOSS_AVERAGE = field(
+        default="sequence", metadata={"help": "sequence: eq 16, mean over each summary's steps; token: over tokens"}
+    )
+    sentence_avg: bool = II("optimization.sentence_avg")
+
+
+def focal_loss(prob, alpha: float, gamma: float):
+    """-alpha (1 - p)^gamma log p, elementwise (Shi et al. eq 15).  Returns (focal, nll)."""
+    nll = -torch.log(prob.clamp(min=PROB_EPS))
+    weight = (1.0 - prob).clamp(min=0.0).pow(gamma) if gamma != 0 else torch.ones_like(prob)
+    return alpha * weight * nll, nll
+
+
+def coverage_loss(attn, coverage):
+    """sum_i min(a_i^t, c_i^t) per step (See et al. eq 12).  attn, coverage: B x T x S -> B x T."""
+    return torch.minimum(attn, coverage).sum(dim=2)
+
+
+class NonFiniteLossError(FloatingPointError):
+    pass
+
+
+@register_criterion("focal_copy_coverage", dataclass=FocalCopyCoverageConfig)
+class FocalCopyCoverageCriterion(FairseqCriterion):
+    def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg):
+        super().__init__(task)
+        self.alpha = focal_alpha
+        self.gamma = focal_gamma
+        self.coverage_lambda = coverage_lambda
+        self.per_sequence = loss_average == "sequence"
+        self.padding_idx = task.target_dictionary.pad()
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        target = sample["target"]  # B x T
+        mask = target.ne(self.padding_idx).float()  # B x T
+        terms = self.token_terms(model, net_output, target)  # each B x T
+        loss_t = terms["focal"] + self.coverage_lambda * terms["coverage"]  # eq 13
+        ntokens = mask.sum()
+        if self.per_sequence:
+            lengths = mask.sum(dim=1).clamp(min=1.0)  # T per summary
+            loss = ((loss_t * mask).sum(dim=1) / lengths).sum()  # eq 16, summed over the batch
+            sample_size = target.size(0)
+        else:
+            loss = (loss_t * mask).sum()
+            sample_size = int(ntokens.item())
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"focal_copy_coverage: non-finite loss {loss.item()} on a batch of {target.size(0)} samples "
+                f"(ids {sample['id'].tolist()[:20]}...)"
+            )
+        logging_output = {
+            "loss": loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": target.size(0),
+            "sample_size": sample_size,
+        }
+        for name, value in terms.items():
+            logging_output[name] = (value * mask).sum().data
+        return loss, sample_size, logging_output
+
+    def token_terms(self, model, net_output, target):
+        """Per-token focal loss, NLL, coverage loss and p_gen (zeros where the model has none)."""
+        prob = model.get_target_probs(net_output, target)  # B x T
+        focal, nll = focal_loss(prob, self.alpha, self.gamma)
+        extra = net_output[1]
+        coverage = extra.get("coverage")
+        cov = coverage_loss(extra["attn"][0], coverage) if coverage is not None else torch.zeros_like(nll)
+        p_gen = extra["p_gen"].squeeze(2) if "p_gen" in extra else torch.ones_like(nll)
+        return {"focal": focal, "nll": nll, "coverage": cov, "p_gen": p_gen.float()}
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        loss, sample_size, ntokens = total("loss"), total("sample_size"), total("ntokens")
+        metrics.log_scalar("loss", loss / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        metrics.log_scalar("nll_loss", total("nll") / max(ntokens, 1) / math.log(2), ntokens, round=3)
+        metrics.log_derived("ppl", lambda meters: metrics.get_perplexity(meters["nll_loss"].avg))
+        for key in ("focal", "coverage", "p_gen"):
+            metrics.log_scalar(key, total(key) / max(ntokens, 1), ntokens, round=4)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

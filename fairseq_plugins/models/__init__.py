@@ -1,0 +1,1 @@
+from fairseq_plugins.models import pgn_lstm  # noqa: F401

@@ -1,0 +1,400 @@
+"""``pgn_lstm``: the pointer-generator network with coverage (See, Liu & Manning 2017, "Get To The Point").
+
+Encoder: a bidirectional LSTM over word embeddings; its final states are reduced to the decoder's initial state.
+Decoder, at each step t (equation numbers are the paper's):
+    x_t    = W_x [y_{t-1}; h*_{t-1}] + b_x                    input feeding (the reference code's decoder input)
+    s_t    = LSTM(x_t, s_{t-1})
+    a^t    = attention(h, s_t, c^t)                          (eqs 1/11, 2; modules/coverage_attention.py)
+    h*_t   = sum_i a_i^t h_i                                  (eq 3)
+    P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')             (eq 4)
+    p_gen  = sigmoid(w_h*^T h*_t + w_s^T s_t + w_x^T x_t + b)  (eq 8; modules/copy_mixture.py)
+    P(w)   = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t   (eq 9)
+    c^{t+1} = c^t + a^t                                       (eq 10)
+``--no-copy`` gives P(w) = P_vocab(w) (eq 5) and ``--no-coverage`` drops the coverage term, so the plain
+attentional baseline of the paper is the same code with two flags.
+
+Only the recurrent part (LSTM cell, attention, context) runs inside the per-step loop; the projections that do
+not feed back (P_vocab, p_gen) run once over all steps afterwards.
+
+The decoder's first output is the P_vocab *logits* over the regular vocabulary; ``get_normalized_probs`` turns
+them, with the attention and p_gen kept in the second output, into eq 9 over the extended vocabulary (regular
+words + per-document OOV markers, see fairseq_plugins/text/markers.py).  Marker ids are embedded as ``<unk>``.
+"""
+import logging
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq import utils
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+
+from fairseq_plugins.modules.copy_mixture import CopyMixture, GenerationSwitch
+from fairseq_plugins.modules.coverage_attention import CoverageAttention
+from fairseq_plugins.text.markers import first_marker_index
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_POSITIONS = int(1e5)
+LOG_EPS = 1e-12  # floor for log P(w): P(w) is exactly 0 for markers absent from a source
+
+
+def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
+    m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
+    nn.init.normal_(m.weight, mean=0, std=embedding_dim**-0.5)
+    nn.init.constant_(m.weight[padding_idx], 0)
+    return m
+
+
+def Linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
+    m = nn.Linear(in_features, out_features, bias=bias)
+    nn.init.xavier_uniform_(m.weight)
+    if bias:
+        nn.init.constant_(m.bias, 0.0)
+    return m
+
+
+def LSTMCell(input_size: int, hidden_size: int) -> nn.LSTMCell:
+    m = nn.LSTMCell(input_size, hidden_size)
+    for name, param in m.named_parameters():
+        if "weight" in name or "bias" in name:
+            param.data.uniform_(-0.1, 0.1)
+    return m
+
+
+class MarkerAsUnk(nn.Module):
+    """Maps per-document OOV marker ids (>= num_regular) to ``<unk>`` before an embedding lookup."""
+
+    def __init__(self, num_regular: int, unk_idx: int):
+        super().__init__()
+        self.num_regular = num_regular
+        self.unk_idx = unk_idx
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return tokens.masked_fill(tokens >= self.num_regular, self.unk_idx)
+
+
+class PGNEncoder(FairseqEncoder):
+    """Bidirectional LSTM encoder.
+
+    Returns a dict with batch-first tensors (the decoder attends batch-first):
+        outputs: B x S x 2H, padding_mask: B x S (True at padding), src_tokens: B x S (right-padded),
+        final_hidden / final_cell: B x 2H (top layer, forward and backward final states).
+    """
+
+    def __init__(self, dictionary, embed_tokens, hidden_size=256, num_layers=1, dropout_in=0.0, dropout_out=0.0,
+                 num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = embed_tokens
+        self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
+        self.dropout_in = nn.Dropout(dropout_in)
+        self.dropout_out = nn.Dropout(dropout_out)
+        self.lstm = nn.LSTM(embed_tokens.embedding_dim, hidden_size, num_layers=num_layers, bidirectional=True,
+                            dropout=dropout_out if num_layers > 1 else 0.0)
+        for name, param in self.lstm.named_parameters():
+            if "weight" in name or "bias" in name:
+                param.data.uniform_(-0.1, 0.1)
+        self.output_units = 2 * hidden_size
+        self.max_source_positions = max_positions
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, **unused):
+        # Padding may be on the left (fairseq's default for sources); the LSTM and the copy scatter want it on
+        # the right, with positions that line up with the attention.
+        src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        x = self.dropout_in(self.embed_tokens(self.as_unk(src_tokens)))  # B x S x E
+        packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_out, (h_n, c_n) = self.lstm(packed)  # h_n, c_n: (layers*2) x B x H
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=src_tokens.size(1))
+        outputs = self.dropout_out(outputs)  # B x S x 2H
+        return {
+            "outputs": outputs,
+            "padding_mask": src_tokens.eq(self.padding_idx),  # B x S
+            "src_tokens": src_tokens,  # B x S
+            "final_hidden": torch.cat([h_n[-2], h_n[-1]], dim=1),  # B x 2H
+            "final_cell": torch.cat([c_n[-2], c_n[-1]], dim=1),  # B x 2H
+        }
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
+        return {key: value.index_select(0, new_order) for key, value in encoder_out.items()}
+
+    def max_positions(self):
+        return self.max_source_positions
+
+
+class PGNDecoder(FairseqIncrementalDecoder):
+    """LSTM decoder with coverage attention and a copy switch.
+
+    Args:
+        dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
+        embed_tokens: target embeddings (may be shared with the encoder).
+        encoder_output_units: size of an encoder state (2 x encoder hidden size).
+        hidden_size: decoder LSTM size; num_layers: stacked LSTM cells (attention reads the top one).
+        out_embed_dim: size of V's output in eq 4.
+        attention_dim: size inside the attention's tanh.
+        copy: produce eq 9 (pointer-generator) instead of eq 5.
+        coverage: use eq 11 attention and expose the coverage for the coverage loss.
+        share_input_output_embed: V' of eq 4 is the (regular part of the) embedding matrix.
+        num_regular: size of the regular vocabulary (index of the first OOV marker).
+    """
+
+    def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
+                 out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
+                 share_input_output_embed=False, num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+        super().__init__(dictionary)
+        embed_dim = embed_tokens.embedding_dim
+        self.num_regular = num_regular or len(dictionary)
+        self.embed_tokens = embed_tokens
+        self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
+        self.dropout_in = nn.Dropout(dropout_in)
+        self.dropout_out = nn.Dropout(dropout_out)
+        self.hidden_size = hidden_size
+        self.copy = copy
+        self.coverage = coverage
+        self.max_target_positions = max_positions
+
+        # Initial state from the encoder's final states (the reference code's "reduce states").
+        self.reduce_hidden = Linear(encoder_output_units, hidden_size)
+        self.reduce_cell = Linear(encoder_output_units, hidden_size)
+        # Input feeding: x_t = W_x [y_{t-1}; h*_{t-1}] + b_x, split so the embedding part runs outside the loop.
+        self.input_from_embed = Linear(embed_dim, embed_dim)
+        self.input_from_context = Linear(encoder_output_units, embed_dim, bias=False)
+        self.layers = nn.ModuleList(
+            [LSTMCell(embed_dim if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
+        )
+        self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim, coverage=coverage)
+        # Eq 4: V [s_t; h*_t] + b, then V' (optionally the embedding matrix).
+        self.pre_output = Linear(hidden_size + encoder_output_units, out_embed_dim)
+        self.share_input_output_embed = share_input_output_embed
+        if share_input_output_embed:
+            assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
+        else:
+            self.output_projection = Linear(out_embed_dim, self.num_regular)
+        if copy:
+            self.switch = GenerationSwitch([encoder_output_units, hidden_size, embed_dim])
+            self.mixture = CopyMixture(self.num_regular, len(dictionary))
+
+    # ------------------------------------------------------------------ recurrent part
+    def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        bsz, src_len, enc_dim = encoder_out["outputs"].size()
+        hidden = F.relu(self.reduce_hidden(encoder_out["final_hidden"]))  # B x H
+        cell = F.relu(self.reduce_cell(encoder_out["final_cell"]))  # B x H
+        num_layers = len(self.layers)
+        zeros = encoder_out["outputs"].new_zeros
+        return {
+            "hidden": torch.stack([hidden] * num_layers),  # L x B x H
+            "cell": torch.stack([cell] * num_layers),  # L x B x H
+            "context": zeros(bsz, enc_dim),  # B x C   (h*_{t-1})
+            "coverage": zeros(bsz, src_len),  # B x S   (c^t)
+            "keys": self.attention.project_keys(encoder_out["outputs"]),  # B x S x A
+        }
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
+        """Runs the recurrence.  Returns states B x T x H, contexts B x T x C, inputs B x T x E and
+        the per-step attention / coverage (B x T x S each)."""
+        state = self.get_incremental_state(incremental_state, "state") if incremental_state is not None else None
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        if state is None:
+            state = self.initial_state(encoder_out)
+        values, padding_mask = encoder_out["outputs"], encoder_out["padding_mask"]  # B x S x C, B x S
+        if not padding_mask.any():
+            padding_mask = None
+
+        embedded = self.dropout_in(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
+        embedded_part = self.input_from_embed(embedded)  # B x T x E
+        hidden = list(state["hidden"].unbind(0))  # L x (B x H)
+        cell = list(state["cell"].unbind(0))
+        context, coverage = state["context"], state["coverage"]
+        outs, contexts, inputs, attns, coverages = [], [], [], [], []
+        for t in range(prev_output_tokens.size(1)):
+            x = embedded_part[:, t] + self.input_from_context(context)  # B x E   (input feeding)
+            layer_input = x
+            for i, lstm in enumerate(self.layers):
+                hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
+                layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
+            attn, context = self.attention(state["keys"], values, hidden[-1], coverage, padding_mask)
+            outs.append(hidden[-1])
+            contexts.append(context)
+            inputs.append(x)
+            attns.append(attn)
+            coverages.append(coverage)  # c^t, the coverage *before* step t (eq 10)
+            if self.coverage:
+                coverage = coverage + attn  # c^{t+1} = c^t + a^t   (eq 10)
+
+        if incremental_state is not None:
+            new_state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), context=context,
+                             coverage=coverage)
+            self.set_incremental_state(incremental_state, "state", new_state)
+        stack = lambda xs: torch.stack(xs, dim=1)  # noqa: E731  T x (B x D) -> B x T x D
+        return stack(outs), stack(contexts), stack(inputs), stack(attns), stack(coverages)
+
+    # ------------------------------------------------------------------ output part (outside the loop)
+    def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
+        states, contexts, inputs, attn, coverage = self.extract_features(
+            prev_output_tokens, encoder_out, incremental_state
+        )
+        features = self.dropout_out(torch.cat([states, contexts], dim=2))  # B x T x (H + C)
+        logits = self.output_layer(self.pre_output(features))  # B x T x V_reg   (eq 4, before softmax)
+        extra = {"attn": [attn], "src_tokens": encoder_out["src_tokens"]}
+        if self.coverage:
+            extra["coverage"] = coverage
+        if self.copy:
+            extra["p_gen"] = self.switch(contexts, states, inputs)  # B x T x 1   (eq 8)
+        return logits, extra
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        if self.share_input_output_embed:
+            return F.linear(features, self.embed_tokens.weight[: self.num_regular])
+        return self.output_projection(features)
+
+    def final_probs(self, net_output) -> Tensor:
+        """P(w) over the extended vocabulary: eq 9, or eq 5 padded with zeros for the markers."""
+        logits, extra = net_output
+        if not self.copy:
+            probs = F.softmax(logits, dim=-1, dtype=torch.float32)
+            return F.pad(probs, (0, len(self.dictionary) - self.num_regular))
+        return self.mixture.full(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"])
+
+    def target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) for B x T target ids, without building the full distribution.
+
+        Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in the paper's
+        baseline, where every OOV word is UNK)."""
+        logits, extra = net_output
+        if not self.copy:
+            target = self.as_unk(target)
+            log_probs = F.log_softmax(logits, dim=-1, dtype=torch.float32)
+            return log_probs.gather(2, target.unsqueeze(2)).squeeze(2).exp()
+        return self.mixture.at(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"], target)
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        state = self.get_incremental_state(incremental_state, "state")
+        if state is None:
+            return
+        dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry is batch-first
+        reordered = {key: value.index_select(dims.get(key, 0), new_order) for key, value in state.items()}
+        self.set_incremental_state(incremental_state, "state", reordered)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+@register_model("pgn_lstm")
+class PGNLSTMModel(FairseqEncoderDecoderModel):
+    """Pointer-generator with coverage.  See the module docstring for the equations."""
+
+    @staticmethod
+    def add_args(parser):
+        # fmt: off
+        parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="encoder embedding dimension")
+        parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
+                            help="encoder LSTM size per direction (states are 2N)")
+        parser.add_argument("--encoder-layers", type=int, metavar="N", help="number of encoder layers")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="decoder embedding dimension")
+        parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder LSTM size")
+        parser.add_argument("--decoder-layers", type=int, metavar="N", help="number of decoder layers")
+        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (eq 4)")
+        parser.add_argument("--attention-dim", type=int, metavar="N",
+                            help="size inside the attention tanh (default: encoder state size)")
+        parser.add_argument("--no-copy", action="store_true",
+                            help="no pointer: P(w) = P_vocab(w) (the paper's attention baseline)")
+        parser.add_argument("--no-coverage", action="store_true", help="no coverage vector in the attention")
+        parser.add_argument("--share-decoder-input-output-embed", action="store_true",
+                            help="use the decoder embeddings as V' (eq 4)")
+        parser.add_argument("--share-all-embeddings", action="store_true",
+                            help="one embedding matrix for encoder and decoder (joined dictionary)")
+        parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
+        parser.add_argument("--dropout-out", type=float, metavar="D", help="dropout on LSTM outputs")
+        # fmt: on
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        num_regular = first_marker_index(tgt_dict)
+        if args.share_all_embeddings:
+            if src_dict != tgt_dict or args.encoder_embed_dim != args.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings needs a joined dictionary and equal embedding sizes")
+        encoder_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
+        decoder_embed = (
+            encoder_embed if args.share_all_embeddings
+            else Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+        )
+        max_source = getattr(args, "max_source_positions", DEFAULT_MAX_POSITIONS)
+        max_target = getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS)
+        encoder = PGNEncoder(
+            src_dict, encoder_embed, hidden_size=args.encoder_hidden_size, num_layers=args.encoder_layers,
+            dropout_in=args.dropout_in, dropout_out=args.dropout_out, num_regular=first_marker_index(src_dict),
+            max_positions=max_source,
+        )
+        decoder = PGNDecoder(
+            tgt_dict, decoder_embed, encoder_output_units=encoder.output_units,
+            hidden_size=args.decoder_hidden_size, num_layers=args.decoder_layers,
+            out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim or encoder.output_units,
+            dropout_in=args.dropout_in, dropout_out=args.dropout_out, copy=not args.no_copy,
+            coverage=not args.no_coverage, share_input_output_embed=args.share_decoder_input_output_embed,
+            num_regular=num_regular, max_positions=max_target,
+        )
+        logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s",
+                    num_regular, len(tgt_dict) - num_regular, decoder.copy, decoder.coverage)
+        return cls(encoder, decoder)
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """log P(w) or P(w) over the extended vocabulary (eq 9).  A zero probability (a marker absent from the
+        source, a word both generators rule out) becomes log(1e-12) rather than -inf."""
+        probs = self.decoder.final_probs(net_output)
+        return torch.log(probs.clamp(min=LOG_EPS)) if log_probs else probs
+
+    def get_target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) per position (B x T), for the criterions."""
+        return self.decoder.target_probs(net_output, target)
+
+
+@register_model_architecture("pgn_lstm", "pgn_lstm")
+def base_architecture(args):
+    args.dropout = getattr(args, "dropout", 0.1)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
+    args.encoder_layers = getattr(args, "encoder_layers", 1)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
+    args.decoder_layers = getattr(args, "decoder_layers", 1)
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_hidden_size)
+    args.attention_dim = getattr(args, "attention_dim", None)
+    args.no_copy = getattr(args, "no_copy", False)
+    args.no_coverage = getattr(args, "no_coverage", False)
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
+    args.dropout_in = getattr(args, "dropout_in", args.dropout)
+    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+
+
+@register_model_architecture("pgn_lstm", "pgn_lstm_small")
+def pgn_lstm_small(args):
+    """A CPU-sized model for quick experiments (a few minutes of training)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 128)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 128)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
+    base_architecture(args)
+
+
+@register_model_architecture("pgn_lstm", "pgn_lstm_see2017")
+def pgn_lstm_see2017(args):
+    """See et al. (2017): embeddings 128, hidden 256, one layer each, no dropout (vocabulary 50k is set by
+    preprocessing: configs/see2017.conf)."""
+    args.dropout = getattr(args, "dropout", 0.0)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
+    base_architecture(args)
