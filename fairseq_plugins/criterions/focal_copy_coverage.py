@@ -81,9 +81,12 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
             loss = (loss_t * mask).sum()
             sample_size = int(ntokens.item())
         if not torch.isfinite(loss):
+            ids = sample["id"].tolist()
+            shown = ", ".join(map(str, ids[:20])) + (", ..." if len(ids) > 20 else "")
             raise NonFiniteLossError(
-                f"focal_copy_coverage: non-finite loss {loss.item()} on a batch of {target.size(0)} samples "
-                f"(ids {sample['id'].tolist()[:20]}...)"
+                f"focal_copy_coverage: non-finite loss {loss.item()} on a batch of {len(ids)} samples "
+                f"(dataset ids {shown}); terms: " + ", ".join(
+                    f"{name}={(value * mask).sum().item():.4g}" for name, value in terms.items())
             )
         logging_output = {
             "loss": loss.data,

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Summarize with beam search: a binarized split, or raw text through the same preprocessing.
+#
+#   generate.sh [-c CONFIG] [--split SPLIT | --input FILE|-] [--output FILE] [--checkpoint NAME]
+#               [--score] [--refs FILE] DATA_DIR SAVE_DIR [EXTRA fairseq-generate/interactive OPTIONS...]
+#
+#   --split SPLIT   summarize DATA_DIR's binarized split (default: test), with fairseq-generate
+#   --input FILE    summarize raw documents, one per line ('-' = stdin), with fairseq-interactive
+#   --output FILE   where the summaries go (default: stdout); exactly one line per input document, in order
+#   --checkpoint    checkpoint file in SAVE_DIR (default: checkpoint_best.pt)
+#   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE)
+# CONFIG (default: scitldr_small) sets GEN_ARGS (beam 5 etc.); extra options override them.
+# Copied OOV words are restored from the per-document marker files, then the text is detokenized.
+# Logs go to stderr; fairseq's raw output is kept in OUTPUT.fairseq.log when --output is given.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
+
+config=scitldr_small split="" input="" output="" checkpoint=checkpoint_best.pt score=0 refs=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -c) config="${2:?-c needs a config}"; shift 2 ;;
+        --split) split="${2:?--split needs a name}"; shift 2 ;;
+        --input) input="${2:?--input needs a file or -}"; shift 2 ;;
+        --output) output="${2:?--output needs a file}"; shift 2 ;;
+        --checkpoint) checkpoint="${2:?--checkpoint needs a file name}"; shift 2 ;;
+        --score) score=1; shift ;;
+        --refs) refs="${2:?--refs needs a file}"; shift 2 ;;
+        *) break ;;
+    esac
+done
+[[ $# -ge 2 ]] || die "usage: generate.sh [options] DATA_DIR SAVE_DIR [fairseq options] (see the header)"
+data="$1" save="$2"; shift 2
+[[ -n "$split" && -n "$input" ]] && die "give --split or --input, not both"
+[[ -n "$split$input" ]] || split=test
+[[ -f "$save/$checkpoint" ]] || die "checkpoint not found: $save/$checkpoint"
+[[ -f "$data/prep.json" ]] || die "$data/prep.json not found: run preprocess.sh first"
+load_config "$config"
+use_venv
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+common=(--user-dir "$USER_DIR" --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
+
+if [[ -n "$split" ]]; then
+    [[ -f "$data/bin/$split.src-tgt.src.bin" ]] || die "split '$split' not binarized in $data/bin"
+    oov="$data/tok/$split.oov"
+    [[ -n "$refs" ]] || refs="$data/ref/$split.tgt"
+    step "Generating $split with fairseq-generate"
+    # --required-batch-size-multiple 1: with the default 8, fairseq 0.12 can leave the last inputs unbatched.
+    fairseq-generate "$data/bin" --gen-subset "$split" --required-batch-size-multiple 1 "${common[@]}" "$@" \
+        > "$work/fairseq.out"
+else
+    [[ "$input" == "-" || -f "$input" ]] || die "input not found: $input"
+    step "Preparing raw input ($input)"
+    summ-prepare --apply "$data/prep.json" --input "$input" --out-prefix "$work/input"
+    oov="$work/input.oov"
+    step "Generating with fairseq-interactive"
+    fairseq-interactive "$data/bin" --input "$work/input.src" --buffer-size 64 --batch-size 32 \
+        "${common[@]}" "$@" > "$work/fairseq.out"
+fi
+
+hyps="${output:-$work/summaries.txt}"
+summ-restore --prep "$data/prep.json" --oov "$oov" --generate-output "$work/fairseq.out" --out "$hyps"
+[[ -n "$output" ]] && cp "$work/fairseq.out" "$output.fairseq.log"
+[[ -z "$output" ]] && cat "$hyps"
+
+if [[ $score -eq 1 ]]; then
+    [[ -f "$refs" ]] || die "--score: references not found: ${refs:-give --refs FILE}"
+    lang="$(python -c 'import json, sys; print(json.load(open(sys.argv[1])).get("lang", "en"))' "$data/prep.json")"
+    step "Official ROUGE-1.5.5 ($lang)"
+    summ-rouge --refs "$refs" --hyps "$hyps" --lang "$lang" >&2
+fi

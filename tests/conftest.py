@@ -1,0 +1,47 @@
+"""Shared test helpers: repository paths and a tiny pgn_lstm on a hand-made extended vocabulary."""
+import argparse
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"../shared/data not found beside the repository ({SHARED_DATA}); CI provides it")
+    return SHARED_DATA
+
+
+def tiny_dictionary(words="a b c d e f g", num_markers=4):
+    """A fairseq Dictionary laid out as summ-prepare writes it: specials, regular words, then OOV markers."""
+    from fairseq.data import Dictionary
+
+    from fairseq_plugins.text.markers import marker
+
+    dictionary = Dictionary()
+    for word in words.split():
+        dictionary.add_symbol(word)
+    for k in range(num_markers):
+        dictionary.add_symbol(marker(k))
+    return dictionary
+
+
+def tiny_model(dictionary, **overrides):
+    import fairseq_plugins  # noqa: F401  (registers the plugins)
+    from fairseq_plugins.models.pgn_lstm import PGNLSTMModel
+
+    class Task:
+        source_dictionary = dictionary
+        target_dictionary = dictionary
+
+    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, dropout=0.0)
+    options.update(overrides)
+    return PGNLSTMModel.build_model(argparse.Namespace(**options), Task())

@@ -1,0 +1,161 @@
+"""pgn_lstm: the final distribution, incremental decoding, copying and numerical safety."""
+import math
+
+import pytest
+import torch
+
+from conftest import tiny_dictionary, tiny_model
+from fairseq_plugins.text.markers import marker
+
+
+@pytest.fixture
+def dictionary():
+    return tiny_dictionary()
+
+
+def batch(dictionary):
+    """Two sources (the second left-padded, as fairseq collates them) and teacher-forcing inputs."""
+    m0 = dictionary.index(marker(0))
+    pad, eos = dictionary.pad(), dictionary.eos()
+    src = torch.tensor([[4, 5, m0, 6, eos], [pad, pad, 7, m0, eos]])
+    lengths = torch.tensor([5, 3])
+    prev = torch.tensor([[eos, 4, m0, 5], [eos, m0, 8, 9]])
+    return src, lengths, prev
+
+
+def set_switch(model, bias):
+    """Force p_gen = sigmoid(bias) whatever the inputs."""
+    with torch.no_grad():
+        model.decoder.switch.proj.weight.zero_()
+        model.decoder.switch.proj.bias.fill_(bias)
+
+
+@pytest.mark.parametrize("options", [{}, {"no_copy": True}, {"no_coverage": True}, {"decoder_layers": 2}])
+def test_final_distribution_sums_to_one_over_extended_vocabulary(dictionary, options):
+    torch.manual_seed(0)
+    model = tiny_model(dictionary, **options).eval()
+    src, lengths, prev = batch(dictionary)
+    probs = model.get_normalized_probs(model(src, lengths, prev), log_probs=False)
+    assert probs.shape == (2, 4, len(dictionary))
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4))
+    assert (probs >= 0).all()
+
+
+def test_markers_only_reachable_by_copying(dictionary):
+    torch.manual_seed(0)
+    model = tiny_model(dictionary).eval()
+    src, lengths, prev = batch(dictionary)
+    probs = model.get_normalized_probs(model(src, lengths, prev), log_probs=False)
+    m0, m1 = dictionary.index(marker(0)), dictionary.index(marker(1))
+    assert (probs[:, :, m0] > 0).all()  # <oov-0> is in both sources
+    assert (probs[:, :, m1] == 0).all()  # <oov-1> is in neither
+
+
+def test_copy_mass_follows_the_formula(dictionary):
+    """Eq 9 by hand: P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i."""
+    torch.manual_seed(1)
+    model = tiny_model(dictionary).eval()
+    src, lengths, prev = batch(dictionary)
+    logits, extra = model(src, lengths, prev)
+    probs = model.get_normalized_probs((logits, extra), log_probs=False)
+    p_gen, attn, src_right = extra["p_gen"], extra["attn"][0], extra["src_tokens"]
+    p_vocab = torch.softmax(logits, -1)
+    word = 4  # "a", in the first source at position 0 only
+    expected = p_gen[0, :, 0] * p_vocab[0, :, word] + (1 - p_gen[0, :, 0]) * attn[0, :, 0]
+    assert src_right[0, 0] == word
+    torch.testing.assert_close(probs[0, :, word], expected)
+
+
+def test_target_probs_match_full_distribution(dictionary):
+    """The training path (P at the target only) equals a gather from the full distribution."""
+    torch.manual_seed(2)
+    for options in ({}, {"no_copy": True}):
+        model = tiny_model(dictionary, **options).eval()
+        src, lengths, prev = batch(dictionary)
+        target = torch.cat([prev[:, 1:], torch.full((2, 1), dictionary.eos())], dim=1)
+        net_output = model(src, lengths, prev)
+        full = model.get_normalized_probs(net_output, log_probs=False)
+        if options:  # without copying, a marker target is scored as <unk>
+            target_for_full = target.masked_fill(target >= model.decoder.num_regular, dictionary.unk())
+        else:
+            target_for_full = target
+        expected = full.gather(2, target_for_full.unsqueeze(2)).squeeze(2)
+        torch.testing.assert_close(model.get_target_probs(net_output, target), expected)
+
+
+def test_left_and_right_padding_give_the_same_result(dictionary):
+    torch.manual_seed(3)
+    model = tiny_model(dictionary).eval()
+    src, lengths, prev = batch(dictionary)
+    right = torch.tensor([[4, 5, src[0, 2], 6, 2], [7, src[1, 3], 2, 1, 1]])
+    left_probs = model.get_normalized_probs(model(src, lengths, prev), log_probs=False)
+    right_probs = model.get_normalized_probs(model(right, lengths, prev), log_probs=False)
+    torch.testing.assert_close(left_probs, right_probs)
+
+
+@pytest.mark.parametrize("options", [{}, {"no_copy": True, "no_coverage": True}, {"decoder_layers": 2}])
+def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, options):
+    torch.manual_seed(4)
+    model = tiny_model(dictionary, **options).eval()
+    src, lengths, prev = batch(dictionary)
+    full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+
+    # Decode step by step, swapping the two batch rows halfway as beam search would.
+    order = torch.tensor([1, 0])
+    encoder_out = model.encoder(src, lengths)
+    state, steps = {}, []
+    rows = torch.tensor([0, 1])
+    for t in range(prev.size(1)):
+        if t == 2:
+            model.decoder.reorder_incremental_state(state, order)
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+            rows = rows.index_select(0, order)
+        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
+        step = model.get_normalized_probs(out, log_probs=True)
+        steps.append(step.index_select(0, torch.argsort(rows)))  # back to the original row order
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [200.0, -200.0])
+def test_gradients_finite_when_p_gen_is_exactly_zero_or_one(dictionary, bias):
+    from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
+
+    torch.manual_seed(5)
+    model = tiny_model(dictionary).train()
+    set_switch(model, bias)
+    src, lengths, prev = batch(dictionary)
+    # Targets include a marker that is absent from the source (P = 0 whatever p_gen) and, with p_gen = 1,
+    # a marker that only copying could produce.
+    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(2)), 8, 9, 2]])
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": target, "ntokens": 8, "id": torch.tensor([0, 1])}
+
+    class Task:
+        target_dictionary = dictionary
+
+    criterion = FocalCopyCoverageCriterion(Task(), 0.25, 1.0, 1.0, "sequence", False)
+    loss, _, log = criterion(model, sample)
+    p_gen = model(src, lengths, prev)[1]["p_gen"]
+    assert torch.all(p_gen == (1.0 if bias > 0 else 0.0))
+    loss.backward()
+    assert math.isfinite(loss.item())
+    for name, param in model.named_parameters():
+        assert param.grad is None or torch.isfinite(param.grad).all(), name
+
+
+def test_copying_generates_a_source_oov_word(dictionary):
+    """With p_gen forced to 0 and uniform attention, beam search can only copy; the most frequent source
+    token is the OOV marker, so it is what comes out."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.manual_seed(6)
+    model = tiny_model(dictionary).eval()
+    set_switch(model, -200.0)
+    with torch.no_grad():
+        model.decoder.attention.v.weight.zero_()  # every source position gets the same attention
+    m0 = dictionary.index(marker(0))
+    src = torch.tensor([[m0, 4, m0, m0, dictionary.eos()]])
+    generator = SequenceGenerator([model], dictionary, beam_size=2, max_len_b=3, min_len=3)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([5])}}
+    hypo = generator.generate([model], sample)[0][0]
+    assert hypo["tokens"][:3].tolist() == [m0, m0, m0]
