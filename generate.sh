@@ -39,15 +39,14 @@ use_venv
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-common=(--user-dir "$USER_DIR" --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
+common=(--user-dir "$USER_DIR" --task summarization --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
 
 if [[ -n "$split" ]]; then
     [[ -f "$data/bin/$split.src-tgt.src.bin" ]] || die "split '$split' not binarized in $data/bin"
     oov="$data/tok/$split.oov"
     [[ -n "$refs" ]] || refs="$data/ref/$split.tgt"
     step "Generating $split with fairseq-generate"
-    # --required-batch-size-multiple 1: with the default 8, fairseq 0.12 can leave the last inputs unbatched.
-    fairseq-generate "$data/bin" --gen-subset "$split" --required-batch-size-multiple 1 "${common[@]}" "$@" \
+    fairseq-generate "$data/bin" --gen-subset "$split" "${common[@]}" "$@" \
         > "$work/fairseq.out"
 else
     [[ "$input" == "-" || -f "$input" ]] || die "input not found: $input"

@@ -9,4 +9,4 @@ from fairseq_plugins import checkpoint_safety
 
 checkpoint_safety.allow_fairseq_checkpoints()
 
-from fairseq_plugins import criterions, models  # noqa: E402,F401  (registration)
+from fairseq_plugins import criterions, models, tasks  # noqa: E402,F401  (registration)

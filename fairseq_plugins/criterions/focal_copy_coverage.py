@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import II
 
-from fairseq import metrics
+from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
@@ -114,7 +114,7 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
         loss, sample_size, ntokens = total("loss"), total("sample_size"), total("ntokens")
         metrics.log_scalar("loss", loss / max(sample_size, 1) / math.log(2), sample_size, round=3)
         metrics.log_scalar("nll_loss", total("nll") / max(ntokens, 1) / math.log(2), ntokens, round=3)
-        metrics.log_derived("ppl", lambda meters: metrics.get_perplexity(meters["nll_loss"].avg))
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
         for key in ("focal", "coverage", "p_gen"):
             metrics.log_scalar(key, total(key) / max(ntokens, 1), ntokens, round=4)
 

@@ -1,0 +1,1 @@
+from fairseq_plugins.tasks import summarization  # noqa: F401
