@@ -1,12 +1,32 @@
-"""fairseq ``--user-dir`` package: summarization models, criterions, generator and scorers.
+"""fairseq ``--user-dir`` package: summarization models, criterions, task, generator and scorers.
 
-Importing the package registers everything with fairseq:
-    fairseq-train DATA --user-dir fairseq_plugins --arch pgn_lstm --criterion focal_copy_coverage ...
-and allow-lists the classes a fairseq checkpoint holds, so checkpoints load with torch's safe
-(``weights_only``) loading left on.
+    fairseq-train DATA --user-dir fairseq_plugins --task summarization --arch pgn_lstm \
+        --criterion focal_copy_coverage ...
+
+``register()`` imports every plugin module (which registers it with fairseq) and allow-lists the classes a
+fairseq checkpoint holds, so checkpoints load with torch's safe (``weights_only``) loading left on.  It runs by
+itself when this package is imported after fairseq, as ``--user-dir`` does.  The text and scoring tools
+(``summ-prepare``, ``summ-rouge``...) import the package *without* fairseq, so they start fast; Python code
+that imports this package before fairseq calls ``fairseq_plugins.register()`` itself.
 """
-from fairseq_plugins import checkpoint_safety
+import sys
 
-checkpoint_safety.allow_fairseq_checkpoints()
+_registered = False
 
-from fairseq_plugins import criterions, models, tasks  # noqa: E402,F401  (registration)
+
+def register() -> None:
+    """Register the plugins with fairseq and allow-list fairseq checkpoints (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from fairseq_plugins import checkpoint_safety
+
+    checkpoint_safety.allow_fairseq_checkpoints()
+    from fairseq_plugins import criterions, models, tasks  # noqa: F401  (registration)
+    from fairseq_plugins.scoring import rouge  # noqa: F401
+
+    _registered = True
+
+
+if "fairseq" in sys.modules:
+    register()

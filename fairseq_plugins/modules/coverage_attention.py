@@ -60,9 +60,17 @@ class CoverageAttention(nn.Module):
             attn: B x S, a^t (zero at padding, sums to 1 over the source).
             context: B x C, h*_t.
         """
-        features = projected_keys + self.query_proj(query).unsqueeze(1)  # B x S x A
+        # W_h h_i + b + W_s s_t (+ w_c c_i^t) as one batched product: [1, c_i] @ [W_s s_t; w_c] added to the
+        # keys, which is a single pass over B x S x A instead of one per term (the step's hot spot).
+        bsz, src_len, attn_dim = projected_keys.size()
+        step_terms = [self.query_proj(query)]  # B x A
+        step_weights = [projected_keys.new_ones(bsz, src_len)]  # B x S
         if self.coverage:
-            features = features + coverage.unsqueeze(2) * self.coverage_weight  # B x S x A   (eq 11)
+            step_terms.append(self.coverage_weight.expand(bsz, attn_dim))  # B x A
+            step_weights.append(coverage)  # B x S
+        features = torch.baddbmm(
+            projected_keys, torch.stack(step_weights, dim=2), torch.stack(step_terms, dim=1)
+        )  # B x S x A   (inside tanh of eq 1 / eq 11)
         scores = self.v(torch.tanh(features)).squeeze(2)  # B x S   (eq 1 / eq 11)
         if padding_mask is not None:
             scores = scores.float().masked_fill(padding_mask, float("-inf")).type_as(scores)  # FP16-safe

@@ -1,0 +1,401 @@
+"""summ-convert: raw summarization corpora -> line-aligned ``PREFIX.src`` / ``PREFIX.tgt``.
+
+Output: UTF-8, one document a line, the ``i``-th line of ``.src`` and ``.tgt`` form a pair.  All whitespace
+inside a document (newlines, tabs, U+2028, NBSP, ...) is collapsed to single spaces.  A target made of several
+sentences is joined with a space, or with `` TOKEN `` when ``--sent-sep TOKEN`` is given (e.g. ``<q>``).
+Nothing is dropped: empty documents are written as empty lines and counted in the report on stderr.
+
+Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl``, ``tsv``, ``parallel`` (two line
+files), and ``split`` (deterministic train/valid/test split of converted pairs, near-duplicates kept together).
+Run ``summ-convert FORMAT --help`` for the options of each.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+
+from .textio import AtomicWriter, UserError, count_lines, display_name, normalize_space, read_lines, run_cli
+
+PROG = "summ-convert"
+# Line endings after which See et al. (2017) do not add a period.
+_END_MARKS = (".", "!", "?", "...", "'", "`", '"', ")", "\u2019", "\u201d")
+
+
+class PairWriter:
+    """Writes PREFIX.src / PREFIX.tgt (+ optional extra files) atomically and counts empty documents."""
+
+    def __init__(self, prefix, with_target=True, extra=()):
+        self.prefix = str(prefix)
+        self.with_target = with_target
+        self._atomic = AtomicWriter()
+        self._src = self._atomic.open(self.prefix + ".src")
+        self._tgt = self._atomic.open(self.prefix + ".tgt") if with_target else None
+        self._extra = {name: self._atomic.open(f"{self.prefix}.{name}") for name in extra}
+        self.count = self.empty_src = self.empty_tgt = 0
+
+    def write(self, src, tgt=None, **extra):
+        self.count += 1
+        self._src.write(src + "\n")
+        self.empty_src += not src
+        if self._tgt is not None:
+            self._tgt.write(tgt + "\n")
+            self.empty_tgt += not tgt
+        for name, value in extra.items():
+            self._extra[name].write(value + "\n")
+
+    def __enter__(self):
+        self._atomic.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._atomic.__exit__(*exc)
+        if exc[0] is None:
+            self.report()
+        return False
+
+    def report(self):
+        files = [self.prefix + ".src"] + ([self.prefix + ".tgt"] if self.with_target else [])
+        files += [f"{self.prefix}.{name}" for name in self._extra]
+        print(f"{PROG}: wrote {self.count} documents to {', '.join(files)}", file=sys.stderr)
+        if self.empty_src:
+            print(f"{PROG}: warning: {self.empty_src} empty source documents (kept as empty lines)", file=sys.stderr)
+        if self.empty_tgt:
+            print(f"{PROG}: warning: {self.empty_tgt} empty targets (kept as empty lines)", file=sys.stderr)
+
+
+def join_sentences(sentences, sent_sep=None):
+    sentences = [s for s in (normalize_space(x) for x in sentences) if s]
+    return (f" {sent_sep} " if sent_sep else " ").join(sentences)
+
+
+def _fix_period(line):
+    return line if not line or line.endswith(_END_MARKS) else line + "."
+
+
+# ----------------------------------------------------------------------------------------------- story
+def story_files(inputs, url_list=None):
+    """The .story files to convert, in order: sorted by name, or in the order of a URL list."""
+    files = []
+    for path in inputs:
+        if os.path.isdir(path):
+            files.extend(sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".story")))
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    if url_list is None:
+        if not files:
+            raise UserError(f"no .story files in {', '.join(inputs)}")
+        return files
+    by_name = {}
+    for path in files:
+        by_name.setdefault(os.path.basename(path), path)
+    ordered, missing = [], []
+    for lineno, url in read_lines(url_list):
+        url = url.strip()
+        if not url:
+            continue
+        name = hashlib.sha1(url.encode("utf-8")).hexdigest() + ".story"
+        if name in by_name:
+            ordered.append(by_name[name])
+        else:
+            missing.append(f"line {lineno} ({name})")
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise UserError(f"{url_list}: {len(missing)} URLs have no story file in the inputs: {shown}")
+    return ordered
+
+
+def read_story(path, fix_missing_period=False):
+    """(article paragraphs, highlight sentences) of a DMQA .story file."""
+    article, highlights, in_highlights = [], [], False
+    for _lineno, line in read_lines(path):
+        line = normalize_space(line)
+        if not line:
+            continue
+        if line == "@highlight":
+            in_highlights = True
+            continue
+        if fix_missing_period:
+            line = _fix_period(line)
+        (highlights if in_highlights else article).append(line)
+    return article, highlights
+
+
+def cmd_story(args):
+    files = story_files(args.inputs, args.url_list)
+    with PairWriter(args.out_prefix) as out:
+        for path in files:
+            article, highlights = read_story(path, args.fix_missing_period)
+            out.write(" ".join(article), join_sentences(highlights, args.sent_sep))
+
+
+# ----------------------------------------------------------------------------------------------- jsonl
+def _text_of(value, where, field, sent_sep=None):
+    """A field that is a string, or a list of sentences (strings)."""
+    if isinstance(value, str):
+        return normalize_space(value)
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return join_sentences(value, sent_sep)
+    raise UserError(f"{where}: field {field!r} must be a string or a list of strings, not {_describe(value)}")
+
+
+def _describe(value):
+    text = json.dumps(value, ensure_ascii=False)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def _field(obj, field, where):
+    if not isinstance(obj, dict):
+        raise UserError(f"{where}: expected a JSON object, got {_describe(obj)}")
+    if field not in obj or obj[field] is None:
+        raise UserError(f"{where}: missing field {field!r} (fields: {', '.join(map(str, obj)) or 'none'})")
+    return obj[field]
+
+
+def cmd_jsonl(args):
+    multi = args.target_index is not None or args.all_targets
+    target_index = args.target_index or 0
+    if args.no_target and (multi or args.tgt_field):
+        raise UserError("--no-target cannot be combined with --tgt-field/--target-index/--all-targets")
+    if not args.no_target and not args.tgt_field:
+        raise UserError("give --tgt-field (or --no-target)")
+    extra = (["tgt.all"] if args.all_targets else []) + (["ids"] if args.id_field else [])
+    name = display_name(args.input)
+    with PairWriter(args.out_prefix, with_target=not args.no_target, extra=extra) as out:
+        for lineno, line in read_lines(args.input):
+            where = f"{name}:{lineno}"
+            if not line.strip():
+                raise UserError(f"{where}: empty line (expected one JSON object per line)")
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise UserError(f"{where}: bad JSON: {err.msg} at column {err.colno}") from None
+            src = _text_of(_field(obj, args.src_field, where), where, args.src_field)
+            values = {}
+            if args.id_field:
+                values["ids"] = normalize_space(str(_field(obj, args.id_field, where)))
+            if args.no_target:
+                out.write(src, **values)
+                continue
+            value = _field(obj, args.tgt_field, where)
+            if not multi:
+                out.write(src, _text_of(value, where, args.tgt_field, args.sent_sep), **values)
+                continue
+            if not isinstance(value, list) or not value:
+                raise UserError(f"{where}: field {args.tgt_field!r} must be a non-empty list of references, "
+                                f"not {_describe(value)}")
+            refs = [_text_of(ref, where, f"{args.tgt_field}[{k}]", args.sent_sep) for k, ref in enumerate(value)]
+            if target_index >= len(refs):
+                raise UserError(f"{where}: --target-index {target_index} but only {len(refs)} references")
+            if args.all_targets:
+                values["tgt.all"] = json.dumps(refs, ensure_ascii=False)
+            out.write(src, refs[target_index], **values)
+
+
+# ----------------------------------------------------------------------------------------------- tsv
+def cmd_tsv(args):
+    if args.no_target == (args.tgt_col is not None):
+        raise UserError("give exactly one of --tgt-col and --no-target")
+    cols = [args.src_col] + ([] if args.no_target else [args.tgt_col])
+    if min(cols) < 0:
+        raise UserError("column numbers are 0-based and cannot be negative")
+    expected = args.num_cols
+    name = display_name(args.input)
+    with PairWriter(args.out_prefix, with_target=not args.no_target) as out:
+        for lineno, line in read_lines(args.input):
+            if args.header and lineno == 1:
+                continue
+            fields = line.split("\t")
+            if expected is None:
+                expected = len(fields)
+                if max(cols) >= expected:
+                    raise UserError(f"{name}:{lineno}: {expected} columns, but --src-col/--tgt-col ask for "
+                                    f"column {max(cols)} (0-based)")
+            if len(fields) != expected:
+                raise UserError(f"{name}:{lineno}: wrong column count: {len(fields)} tab-separated columns, "
+                                f"expected {expected}")
+            src = normalize_space(fields[args.src_col])
+            if args.no_target:
+                out.write(src)
+            else:
+                out.write(src, normalize_space(fields[args.tgt_col]))
+
+
+# ----------------------------------------------------------------------------------------------- parallel
+def cmd_parallel(args):
+    n_src = count_lines(args.src)
+    if args.tgt is not None:
+        n_tgt = count_lines(args.tgt)
+        if n_src != n_tgt:
+            raise UserError(f"line counts differ: {args.src} has {n_src} lines, {args.tgt} has {n_tgt} lines")
+    with PairWriter(args.out_prefix, with_target=args.tgt is not None) as out:
+        src_lines = read_lines(args.src)
+        tgt_lines = read_lines(args.tgt) if args.tgt is not None else None
+        for _lineno, src in src_lines:
+            if tgt_lines is None:
+                out.write(normalize_space(src))
+                continue
+            _, tgt = next(tgt_lines)
+            if args.split_target_on:
+                tgt = join_sentences(tgt.split(args.split_target_on), args.sent_sep)
+            out.write(normalize_space(src), normalize_space(tgt))
+
+
+# ----------------------------------------------------------------------------------------------- split
+def _norm_key(text):
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
+def cmd_split(args):
+    sizes = []
+    for item in args.sizes.split(","):
+        name, _, num = item.partition("=")
+        if not name or not num.isdigit():
+            raise UserError(f"--sizes: expected NAME=COUNT[,NAME=COUNT...], got {args.sizes!r}")
+        sizes.append((name, int(num)))
+    names = [n for n, _ in sizes] + [args.rest]
+    if len(set(names)) != len(names):
+        raise UserError(f"split names must differ: {', '.join(names)}")
+    docs = []  # (src, tgt)
+    for prefix in args.in_prefix:
+        src_path, tgt_path = prefix + ".src", prefix + ".tgt"
+        n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
+        if n_src != n_tgt:
+            raise UserError(f"line counts differ: {src_path} has {n_src} lines, {tgt_path} has {n_tgt} lines")
+        tgt_lines = read_lines(tgt_path)
+        for _, src in read_lines(src_path):
+            docs.append((src, next(tgt_lines)[1]))
+    # Union-find: documents with the same normalized source or the same normalized target are one group.
+    parent = list(range(len(docs)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for side in (0, 1):
+        first = {}
+        for i, doc in enumerate(docs):
+            key = _norm_key(doc[side])
+            if not key:
+                continue
+            if key in first:
+                a, b = find(first[key]), find(i)
+                parent[max(a, b)] = min(a, b)
+            else:
+                first[key] = i
+    groups = {}
+    for i in range(len(docs)):
+        groups.setdefault(find(i), []).append(i)
+
+    def order(members):
+        digest = hashlib.sha1(f"{args.seed}\0{docs[members[0]][0]}\0{docs[members[0]][1]}".encode()).hexdigest()
+        return digest, members[0]
+
+    remaining = sorted(groups.values(), key=order)
+    assignment = {}
+    for name, size in sizes:
+        taken, left = 0, []
+        for members in remaining:
+            if taken + len(members) <= size:
+                taken += len(members)
+                for i in members:
+                    assignment[i] = name
+            else:
+                left.append(members)
+        if taken < size:
+            raise UserError(f"not enough documents for split {name!r}: {taken} of {size}")
+        remaining = left
+    for members in remaining:
+        for i in members:
+            assignment[i] = args.rest
+    multi = [g for g in groups.values() if len(g) > 1]
+    print(f"{PROG}: {len(docs)} documents in {len(groups)} groups; {len(multi)} groups hold near-duplicates "
+          f"({sum(len(g) for g in multi)} documents), each group kept within one split", file=sys.stderr)
+    for name in names:
+        with PairWriter(os.path.join(args.out_dir, name)) as out:
+            for i, (src, tgt) in enumerate(docs):
+                if assignment[i] == name:
+                    out.write(src, tgt)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def build_parser():
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+
+    def common(p, target_sep=True):
+        p.add_argument("--out-prefix", required=True, help="write PREFIX.src and PREFIX.tgt")
+        if target_sep:
+            p.add_argument("--sent-sep", metavar="TOKEN",
+                           help="join target sentences with ' TOKEN ' (e.g. '<q>'); default: a single space")
+
+    p = sub.add_parser("story", help="CNN/DailyMail .story files (article, then @highlight sentences)")
+    p.add_argument("inputs", nargs="+", help=".story files or directories of them (sorted by name)")
+    p.add_argument("--url-list", help="convert exactly the stories of this URL list, in its order "
+                                      "(story file name = sha1 of the URL)")
+    p.add_argument("--fix-missing-period", action="store_true",
+                   help="add '.' to lines that do not end with punctuation (as See et al. 2017)")
+    common(p)
+    p.set_defaults(func=cmd_story)
+
+    p = sub.add_parser("jsonl", help="JSON lines (.gz accepted); a field is a string or a list of sentences")
+    p.add_argument("input", help="file, file.gz or - for stdin")
+    p.add_argument("--src-field", required=True)
+    p.add_argument("--tgt-field")
+    p.add_argument("--no-target", action="store_true", help="write PREFIX.src only")
+    p.add_argument("--target-index", type=int, metavar="K",
+                   help="the target field is a list of alternative references: PREFIX.tgt gets reference K")
+    p.add_argument("--all-targets", action="store_true",
+                   help="the target field is a list of references: also write PREFIX.tgt.all, one JSON array "
+                        "of all references per line (PREFIX.tgt gets reference --target-index, default 0)")
+    p.add_argument("--id-field", help="also write this field to PREFIX.ids")
+    common(p)
+    p.set_defaults(func=cmd_jsonl)
+
+    p = sub.add_parser("tsv", help="tab-separated columns, no quoting (LCSTS: summary/text; CSL: task/abstract/title)")
+    p.add_argument("input", help="file, file.gz or - for stdin")
+    p.add_argument("--src-col", type=int, required=True, help="0-based column of the source")
+    p.add_argument("--tgt-col", type=int, help="0-based column of the target")
+    p.add_argument("--no-target", action="store_true", help="write PREFIX.src only")
+    p.add_argument("--num-cols", type=int, help="expected number of columns (default: that of the first line)")
+    p.add_argument("--header", action="store_true", help="skip the first line")
+    common(p, target_sep=False)
+    p.set_defaults(func=cmd_tsv)
+
+    p = sub.add_parser("parallel", help="two line-aligned files (validated, whitespace normalized, copied)")
+    p.add_argument("src")
+    p.add_argument("tgt", nargs="?", help="optional target file")
+    p.add_argument("--split-target-on", metavar="STR",
+                   help="the target sentences are separated by STR (e.g. '##SENT##'): rejoin them with a "
+                        "space or --sent-sep")
+    common(p)
+    p.set_defaults(func=cmd_parallel)
+
+    p = sub.add_parser("split", help="split converted pairs into train/valid/test deterministically, keeping "
+                                     "documents with the same normalized source or target in one split")
+    p.add_argument("--in-prefix", nargs="+", required=True, help="PREFIX.src/PREFIX.tgt pairs, concatenated")
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--sizes", default="test=200,valid=200", help="NAME=COUNT,... filled in this order")
+    p.add_argument("--rest", default="train", help="name of the split that gets the remaining documents")
+    p.add_argument("--seed", default="summ-convert", help="string mixed into the hash that orders documents")
+    p.set_defaults(func=cmd_split)
+    return parser
+
+
+def _main(argv):
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+def main(argv=None):
+    return run_cli(PROG, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

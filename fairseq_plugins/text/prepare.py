@@ -1,0 +1,462 @@
+"""summ-prepare: tokenize line-aligned raw pairs, build the joined dictionary, mark source OOV words.
+
+Build mode::
+
+    summ-prepare --raw-dir RAW --out-dir OUT [--lang en|zh] [--unit keep|word|char|jieba|sp] ...
+
+RAW holds ``{split}.src`` and ``{split}.tgt`` for every split of ``--splits`` (a target is optional except
+for ``train``).  OUT receives:
+
+``tok/{split}.src``, ``tok/{split}.tgt``
+    space-separated tokens, one document a line (same line count as the input), sources truncated to
+    ``--max-source-len`` and targets to ``--max-target-len`` tokens; every OOV source word replaced by its
+    marker ``<oov-K>`` (K = order of first appearance), the same marker for its copies in the target, other
+    OOV target tokens replaced by ``<unk>``.
+``tok/{split}.oov``
+    the document's OOV source words, tab-separated, field K = the word of ``<oov-K>`` (empty line: none).
+``dict.txt``
+    fairseq dictionary (``word count``): the ``--vocab-size`` most frequent train tokens (source and
+    target, after truncation; ties in code-point order), then ``<oov-0>`` ... ``<oov-{N-1}>`` with count 0.
+``prep.json``
+    every setting and the statistics; ``sp.model``/``sp.vocab`` when ``--unit sp``.
+
+Apply mode (new raw text, for generation)::
+
+    summ-prepare --apply OUT/prep.json --input FILE|- --out-prefix P      # writes P.src and P.oov
+
+Raw tokens that look like markers or fairseq symbols (``<oov-3>``, ``</s>``, ``<unk>``, ``madeupword0001``)
+never enter the vocabulary: they are OOV words and get their own marker, so they are restored verbatim.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+
+from . import markers
+from .textio import AtomicWriter, UserError, count_lines, display_name, read_lines, run_cli
+from .tokenization import DEFAULT_UNIT, LANGS, Tokenizer, check_unit, train_sentencepiece
+
+PROG = "summ-prepare"
+UNK = "<unk>"
+FORMAT_VERSION = 1
+UNITS = ("keep", "word", "char", "jieba", "sp")
+
+
+def say(message):
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------- marking
+class MarkStats:
+    """Counters of one split (or one apply run)."""
+
+    def __init__(self):
+        self.documents = 0
+        self.src = {"tokens": 0, "truncated": 0, "longest": 0, "empty": 0, "oov_tokens": 0}
+        self.tgt = {"tokens": 0, "truncated": 0, "longest": 0, "empty": 0, "oov_tokens": 0,
+                    "copyable_tokens": 0, "unk_tokens": 0}
+        self.has_target = False
+        self.marker_overflow_documents = 0
+        self.marker_overflow_words = 0
+        self.max_markers_in_document = 0
+
+    def length(self, side, n_tokens, limit):
+        counts = self.src if side == "src" else self.tgt
+        counts["longest"] = max(counts["longest"], n_tokens)
+        counts["empty"] += n_tokens == 0
+        if limit and n_tokens > limit:
+            counts["truncated"] += 1
+
+    def as_dict(self):
+        src = dict(self.src, oov_rate=_rate(self.src["oov_tokens"], self.src["tokens"]))
+        out = {"documents": self.documents, "source": src}
+        if self.has_target:
+            out["target"] = dict(self.tgt, oov_rate=_rate(self.tgt["oov_tokens"], self.tgt["tokens"]),
+                                 unk_rate=_rate(self.tgt["unk_tokens"], self.tgt["tokens"]))
+        out["markers"] = {"overflow_documents": self.marker_overflow_documents,
+                          "overflow_words": self.marker_overflow_words,
+                          "max_in_document": self.max_markers_in_document}
+        return out
+
+
+def _rate(part, whole):
+    return round(part / whole, 6) if whole else 0.0
+
+
+def mark_document(src_tokens, tgt_tokens, vocab, num_markers, stats):
+    """Replace OOV words by markers.  Returns (source tokens, target tokens or None, OOV words in marker order)."""
+    oov = {}
+    overflow = set()
+    out_src = []
+    for tok in src_tokens:
+        if tok in vocab:
+            out_src.append(tok)
+            continue
+        stats.src["oov_tokens"] += 1
+        k = oov.get(tok)
+        if k is None:
+            if len(oov) >= num_markers:
+                overflow.add(tok)
+                out_src.append(UNK)
+                continue
+            k = oov[tok] = len(oov)
+        out_src.append(markers.marker(k))
+    stats.src["tokens"] += len(src_tokens)
+    if overflow:
+        stats.marker_overflow_documents += 1
+        stats.marker_overflow_words += len(overflow)
+    stats.max_markers_in_document = max(stats.max_markers_in_document, len(oov))
+    out_tgt = None
+    if tgt_tokens is not None:
+        out_tgt = []
+        for tok in tgt_tokens:
+            if tok in vocab:
+                out_tgt.append(tok)
+                continue
+            stats.tgt["oov_tokens"] += 1
+            k = oov.get(tok)
+            if k is None:
+                stats.tgt["unk_tokens"] += 1
+                out_tgt.append(UNK)
+            else:
+                stats.tgt["copyable_tokens"] += 1
+                out_tgt.append(markers.marker(k))
+        stats.tgt["tokens"] += len(tgt_tokens)
+    return out_src, out_tgt, list(oov)
+
+
+# ----------------------------------------------------------------------------------------------- dictionary
+def build_vocab(counts: Counter, vocab_size: int, min_count: int):
+    """The regular vocabulary: most frequent non-reserved tokens, ties broken by code-point order."""
+    items = [(tok, n) for tok, n in counts.items() if n >= min_count and not markers.is_reserved(tok)]
+    items.sort(key=lambda item: (-item[1], item[0]))
+    return items[:vocab_size]
+
+
+def write_dict(path, vocab_items, num_markers):
+    with AtomicWriter() as atomic:
+        out = atomic.open(path)
+        for tok, n in vocab_items:
+            out.write(f"{tok} {n}\n")
+        for k in range(num_markers):
+            out.write(f"{markers.marker(k)} 0\n")
+
+
+def read_dict(path):
+    """(regular vocabulary as a set, number of marker entries) of a dict.txt written by summ-prepare."""
+    vocab, n_markers = set(), 0
+    for lineno, line in read_lines(path):
+        word, sep, count = line.rstrip().rpartition(" ")
+        if not sep or not count.lstrip("-").isdigit():
+            raise UserError(f"{path}:{lineno}: not a dictionary line ('word count')")
+        if markers.marker_index(word) is not None:
+            if markers.marker_index(word) != n_markers:
+                raise UserError(f"{path}:{lineno}: marker {word} out of order (expected {markers.marker(n_markers)})")
+            n_markers += 1
+        else:
+            vocab.add(word)
+    return vocab, n_markers
+
+
+# ----------------------------------------------------------------------------------------------- reporting
+def _pct(part, whole):
+    return f"{100.0 * part / whole:.2f}%" if whole else "n/a"
+
+
+def report_split(name, stats, max_src, max_tgt):
+    d = stats.as_dict()
+    src = d["source"]
+    parts = [f"{stats.documents} documents"]
+    if max_src:
+        parts.append(f"sources truncated to {max_src} tokens: {src['truncated']} "
+                     f"({_pct(src['truncated'], stats.documents)}; longest {src['longest']})")
+    else:
+        parts.append(f"sources not truncated (longest {src['longest']})")
+    if stats.has_target:
+        tgt = d["target"]
+        if max_tgt:
+            parts.append(f"targets truncated to {max_tgt} tokens: {tgt['truncated']} "
+                         f"({_pct(tgt['truncated'], stats.documents)}; longest {tgt['longest']})")
+        parts.append(f"empty lines: {src['empty']} sources, {tgt['empty']} targets")
+        parts.append(f"OOV: {_pct(src['oov_tokens'], src['tokens'])} of source tokens, "
+                     f"{_pct(tgt['oov_tokens'], tgt['tokens'])} of target tokens "
+                     f"({_pct(tgt['copyable_tokens'], tgt['tokens'])} copyable by marker, "
+                     f"{_pct(tgt['unk_tokens'], tgt['tokens'])} -> <unk>)")
+    else:
+        parts.append(f"no target; empty lines: {src['empty']} sources")
+        parts.append(f"OOV: {_pct(src['oov_tokens'], src['tokens'])} of source tokens")
+    markers_d = d["markers"]
+    parts.append(f"marker overflow: {markers_d['overflow_documents']} documents "
+                 f"({markers_d['overflow_words']} OOV words -> <unk>)")
+    say(f"{name}: " + "; ".join(parts))
+    if src["empty"] or (stats.has_target and d["target"]["empty"]):
+        say(f"{name}: warning: empty documents are kept as empty lines")
+    if markers_d["overflow_documents"]:
+        say(f"{name}: warning: {markers_d['overflow_documents']} documents have more distinct OOV words than "
+            f"markers; raise --num-markers or --vocab-size")
+
+
+# ----------------------------------------------------------------------------------------------- build mode
+def _raw_files(raw_dir, splits):
+    if not os.path.isdir(raw_dir):
+        raise UserError(f"{raw_dir}: no such directory")
+    files = {}
+    for split in splits:
+        src = os.path.join(raw_dir, f"{split}.src")
+        tgt = os.path.join(raw_dir, f"{split}.tgt")
+        if not os.path.isfile(src):
+            raise UserError(f"missing file {src} (split {split!r} of --splits)")
+        if not os.path.isfile(tgt):
+            if split == "train":
+                raise UserError(f"missing file {tgt} (the training split needs targets)")
+            tgt = None
+        files[split] = (src, tgt)
+    for split, (src, tgt) in files.items():
+        if tgt is not None:
+            n_src, n_tgt = count_lines(src), count_lines(tgt)
+            if n_src != n_tgt:
+                raise UserError(f"line counts differ: {src} has {n_src} lines, {tgt} has {n_tgt} lines")
+    return files
+
+
+def _sp_training_texts(src, tgt, lowercase):
+    for path in (src, tgt):
+        for _, line in read_lines(path):
+            yield line.lower() if lowercase else line
+
+
+def _tokenize_split(tokenizer, src, tgt, max_src, max_tgt, plain_src, plain_tgt, stats, counts):
+    """Pass 1: tokenize and truncate, write plain token files, count tokens when ``counts`` is given."""
+    tgt_lines = read_lines(tgt) if tgt is not None else None
+    for _, line in read_lines(src):
+        stats.documents += 1
+        toks = tokenizer(line)
+        stats.length("src", len(toks), max_src)
+        if max_src:
+            toks = toks[:max_src]
+        plain_src.write(" ".join(toks) + "\n")
+        if counts is not None:
+            counts.update(toks)
+        if tgt_lines is not None:
+            _, tline = next(tgt_lines)
+            ttoks = tokenizer(tline)
+            stats.length("tgt", len(ttoks), max_tgt)
+            if max_tgt:
+                ttoks = ttoks[:max_tgt]
+            plain_tgt.write(" ".join(ttoks) + "\n")
+            if counts is not None:
+                counts.update(ttoks)
+
+
+def build(args):
+    lang = args.lang
+    unit = args.unit or DEFAULT_UNIT[lang]
+    try:
+        check_unit(lang, unit)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    splits = [s for s in args.splits.split(",") if s]
+    if "train" not in splits:
+        raise UserError("--splits must include 'train' (the vocabulary is built from it)")
+    if len(set(splits)) != len(splits):
+        raise UserError(f"--splits lists a split twice: {args.splits}")
+    for name in ("max_source_len", "max_target_len", "vocab_size", "sp_vocab_size", "min_count"):
+        if getattr(args, name) < 0:
+            raise UserError(f"--{name.replace('_', '-')} cannot be negative")
+    num_markers = args.num_markers
+    if num_markers is None:
+        if not args.max_source_len:
+            raise UserError("--max-source-len 0 (no truncation) needs an explicit --num-markers")
+        num_markers = args.max_source_len
+    if num_markers < 0:
+        raise UserError("--num-markers cannot be negative")
+    files = _raw_files(args.raw_dir, splits)
+    out_dir = args.out_dir
+    tok_dir = os.path.join(out_dir, "tok")
+    os.makedirs(tok_dir, exist_ok=True)
+    settings = {
+        "raw_dir": os.path.abspath(args.raw_dir), "lang": lang, "unit": unit, "lowercase": args.lowercase,
+        "sp_vocab_size": args.sp_vocab_size if unit == "sp" else None,
+        "sp_model_type": args.sp_model_type if unit == "sp" else None,
+        "max_source_len": args.max_source_len, "max_target_len": args.max_target_len,
+        "vocab_size": args.vocab_size, "num_markers": num_markers, "splits": splits, "min_count": args.min_count,
+    }
+    say("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "raw_dir"))
+    sp_info = None
+    sp_path = None
+    if unit == "sp":
+        src, tgt = files["train"]
+        sp_prefix = os.path.join(out_dir, "sp")
+        say(f"training a sentencepiece {args.sp_model_type} model ({args.sp_vocab_size} pieces) on {src} + {tgt}")
+        try:
+            pieces = train_sentencepiece(_sp_training_texts(src, tgt, args.lowercase), sp_prefix,
+                                         args.sp_vocab_size, args.sp_model_type, lang,
+                                         num_threads=max(1, os.cpu_count() or 1))
+        except RuntimeError as err:
+            raise UserError(f"sentencepiece training failed: {err}") from None
+        sp_path = sp_prefix + ".model"
+        sp_info = {"requested_pieces": args.sp_vocab_size, "pieces": pieces}
+        say(f"sentencepiece model {sp_path}: {pieces} pieces"
+            + (f" (fewer than the {args.sp_vocab_size} requested: small corpus)" if pieces < args.sp_vocab_size
+               else ""))
+    tokenizer = Tokenizer(lang, unit, args.lowercase, sp_path)
+
+    stats = {split: MarkStats() for split in splits}
+    counts = Counter()
+    plain = {split: (os.path.join(tok_dir, f".{split}.src.plain{os.getpid()}"),
+                     os.path.join(tok_dir, f".{split}.tgt.plain{os.getpid()}")) for split in splits}
+    try:
+        # Pass 1: tokenize + truncate every split (train first so that its errors come first), count train.
+        for split in splits:
+            src, tgt = files[split]
+            stats[split].has_target = tgt is not None
+            with open(plain[split][0], "w", encoding="utf-8") as psrc, \
+                    open(plain[split][1], "w", encoding="utf-8") as ptgt:
+                _tokenize_split(tokenizer, src, tgt, args.max_source_len, args.max_target_len, psrc, ptgt,
+                                stats[split], counts if split == "train" else None)
+        vocab_items = build_vocab(counts, args.vocab_size, args.min_count)
+        vocab = {tok for tok, _ in vocab_items}
+        write_dict(os.path.join(out_dir, "dict.txt"), vocab_items, num_markers)
+        n_train = sum(counts.values())
+        covered = sum(n for _, n in vocab_items)
+        reserved = sum(n for tok, n in counts.items() if markers.is_reserved(tok))
+        vocab_info = {"regular": len(vocab_items), "markers": num_markers, "train_token_types": len(counts),
+                      "train_tokens": n_train, "train_coverage": _rate(covered, n_train),
+                      "train_reserved_lookalike_tokens": reserved}
+        say(f"dictionary {os.path.join(out_dir, 'dict.txt')}: {len(vocab_items)} of {len(counts)} train token "
+            f"types (min count {args.min_count}) covering {_pct(covered, n_train)} of {n_train} train tokens, "
+            f"then {num_markers} markers <oov-0>..<oov-{num_markers - 1}>"
+            + (f"; {reserved} train tokens look like markers/fairseq symbols and stay OOV" if reserved else ""))
+        # Pass 2: mark OOV words.
+        for split in splits:
+            has_tgt = stats[split].has_target
+            # the length counters were filled in pass 1; mark_document adds token and OOV counts
+            with AtomicWriter() as atomic:
+                osrc = atomic.open(os.path.join(tok_dir, f"{split}.src"))
+                otgt = atomic.open(os.path.join(tok_dir, f"{split}.tgt")) if has_tgt else None
+                ooov = atomic.open(os.path.join(tok_dir, f"{split}.oov"))
+                tgt_lines = read_lines(plain[split][1]) if has_tgt else None
+                for _, line in read_lines(plain[split][0]):
+                    ttoks = next(tgt_lines)[1].split() if has_tgt else None
+                    msrc, mtgt, oov_words = mark_document(line.split(), ttoks, vocab, num_markers, stats[split])
+                    osrc.write(" ".join(msrc) + "\n")
+                    if has_tgt:
+                        otgt.write(" ".join(mtgt) + "\n")
+                    ooov.write("\t".join(oov_words) + "\n")
+            report_split(split, stats[split], args.max_source_len, args.max_target_len)
+    finally:
+        for pair in plain.values():
+            for path in pair:
+                if os.path.exists(path):
+                    os.remove(path)
+    stale = [s for s in splits if not stats[s].has_target and os.path.exists(os.path.join(tok_dir, f"{s}.tgt"))]
+    for split in stale:  # a target file from an earlier run would no longer match
+        os.remove(os.path.join(tok_dir, f"{split}.tgt"))
+    prep = {
+        "tool": PROG, "format_version": FORMAT_VERSION, "settings": settings,
+        "files": {"dict": "dict.txt", "sp_model": "sp.model" if unit == "sp" else None, "tok_dir": "tok"},
+        "vocab": vocab_info, "sentencepiece": sp_info,
+        "stats": {split: stats[split].as_dict() for split in splits},
+    }
+    with AtomicWriter() as atomic:
+        json.dump(prep, atomic.open(os.path.join(out_dir, "prep.json")), indent=2, ensure_ascii=False)
+    names = splits[0] if len(splits) == 1 else "{" + ",".join(splits) + "}"
+    say(f"wrote {tok_dir}/{names}.{{src,tgt,oov}}, {out_dir}/dict.txt, {out_dir}/prep.json")
+
+
+# ----------------------------------------------------------------------------------------------- apply mode
+def load_prep(path):
+    """(prep dict, directory) of a prep.json written by summ-prepare."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            prep = json.load(handle)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: not a valid prep.json: {err}") from None
+    if not isinstance(prep, dict) or prep.get("tool") != PROG or "settings" not in prep:
+        raise UserError(f"{path}: not a prep.json written by {PROG}")
+    if prep.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{path}: format version {prep.get('format_version')}, this {PROG} reads {FORMAT_VERSION}")
+    return prep, os.path.dirname(os.path.abspath(path))
+
+
+def apply(args):
+    prep, prep_dir = load_prep(args.apply)
+    settings = prep["settings"]
+    vocab, n_markers = read_dict(os.path.join(prep_dir, prep["files"]["dict"]))
+    if n_markers != settings["num_markers"]:
+        raise UserError(f"{prep_dir}/dict.txt has {n_markers} markers, prep.json says {settings['num_markers']}")
+    sp_path = None
+    if prep["files"].get("sp_model"):
+        sp_path = os.path.join(prep_dir, prep["files"]["sp_model"])
+        if not os.path.isfile(sp_path):
+            raise UserError(f"missing file {sp_path} (the sentencepiece model of {args.apply})")
+    tokenizer = Tokenizer(settings["lang"], settings["unit"], settings["lowercase"], sp_path)
+    max_src = settings["max_source_len"]
+    stats = MarkStats()
+    with AtomicWriter() as atomic:
+        osrc = atomic.open(args.out_prefix + ".src")
+        ooov = atomic.open(args.out_prefix + ".oov")
+        for _, line in read_lines(args.input):
+            stats.documents += 1
+            toks = tokenizer(line)
+            stats.length("src", len(toks), max_src)
+            if max_src:
+                toks = toks[:max_src]
+            msrc, _, oov_words = mark_document(toks, None, vocab, n_markers, stats)
+            osrc.write(" ".join(msrc) + "\n")
+            ooov.write("\t".join(oov_words) + "\n")
+    report_split(display_name(args.input), stats, max_src, None)
+    say(f"wrote {args.out_prefix}.src and {args.out_prefix}.oov ({stats.documents} lines)")
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def build_parser():
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    b = parser.add_argument_group("build mode")
+    b.add_argument("--raw-dir", help="directory with {split}.src and {split}.tgt")
+    b.add_argument("--out-dir", help="output directory (tok/, dict.txt, prep.json)")
+    b.add_argument("--lang", choices=LANGS, default="en")
+    b.add_argument("--unit", choices=UNITS,
+                   help="tokenization unit (default: keep for en, char for zh); en: keep|word|sp, "
+                        "zh: char|jieba|keep|sp")
+    b.add_argument("--lowercase", action="store_true", help="lower-case the text first (word always does)")
+    b.add_argument("--sp-vocab-size", type=int, default=8000, help="sentencepiece pieces (soft limit)")
+    b.add_argument("--sp-model-type", choices=("unigram", "bpe"), default="unigram")
+    b.add_argument("--max-source-len", type=int, default=400, help="truncate sources to this many tokens (0: no limit)")
+    b.add_argument("--max-target-len", type=int, default=100, help="truncate targets to this many tokens (0: no limit)")
+    b.add_argument("--vocab-size", type=int, default=50000, help="regular vocabulary size (markers come on top)")
+    b.add_argument("--num-markers", type=int, help="number of <oov-K> markers (default: --max-source-len)")
+    b.add_argument("--splits", default="train,valid,test", help="comma-separated; must include train")
+    b.add_argument("--min-count", type=int, default=1, help="minimum train frequency of a vocabulary token")
+    a = parser.add_argument_group("apply mode")
+    a.add_argument("--apply", metavar="PREP_JSON", help="tokenize and mark new text with these saved settings")
+    a.add_argument("--input", help="raw text, one document a line (- for stdin)")
+    a.add_argument("--out-prefix", help="write OUT_PREFIX.src and OUT_PREFIX.oov")
+    return parser
+
+
+def _main(argv):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.apply:
+        if args.raw_dir or args.out_dir:
+            parser.error("--apply does not take --raw-dir/--out-dir")
+        if not args.input or not args.out_prefix:
+            parser.error("--apply needs --input and --out-prefix")
+        apply(args)
+    else:
+        if not args.raw_dir or not args.out_dir:
+            parser.error("give --raw-dir and --out-dir (or --apply PREP_JSON --input FILE --out-prefix P)")
+        build(args)
+
+
+def main(argv=None):
+    return run_cli(PROG, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Tokenization units and their inverse (detokenization), for English and Chinese.
+
+Units
+-----
+``keep``   the input is already tokenized: split on whitespace (optionally lower-cased).
+``word``   simple deterministic English word tokenization: NFC, lower-case, then tokens are numbers with inner
+           ``.``/``,`` (``3.5``, ``1,000``), letter/digit runs with inner apostrophes or hyphens (``don't``,
+           ``state-of-the-art``), or any other single non-space character (punctuation, symbols).
+``char``   Chinese: every CJK character (ideographs, kana, hangul, bopomofo) is one token; a run of other
+           letters/digits (``MRP``, ``2019``, ``x86``) is one token; every other non-space character is one
+           token.
+``jieba``  Chinese words segmented by jieba (default dictionary, HMM on); whitespace is dropped.
+``sp``     sentencepiece pieces, with a model trained by ``summ-prepare`` on the training split.
+
+Detokenization (used after generation): English units join tokens with single spaces; Chinese units join
+tokens without spaces, except that a space is kept between two tokens that meet with letters/digits on both
+sides (``deep learning``); ``sp`` concatenates the pieces and turns the ``▁`` word-boundary mark into spaces
+(done directly rather than with the model, so that pieces the model does not know, such as copied OOV words,
+come back verbatim).
+"""
+import re
+import unicodedata
+
+LANGS = ("en", "zh")
+UNITS_BY_LANG = {"en": ("keep", "word", "sp"), "zh": ("char", "jieba", "keep", "sp")}
+DEFAULT_UNIT = {"en": "keep", "zh": "char"}
+SP_SPACE = "\u2581"
+
+# CJK scripts written without spaces: CJK symbols/punctuation block excluded on purpose (they are
+# punctuation and become single tokens anyway).
+_CJK_RANGES = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3100-\u312f"  # Bopomofo
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+    "\u31a0-\u31bf"  # Bopomofo extended
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width katakana
+    "\U00020000-\U0003134f"  # CJK extensions B-G, compatibility supplement
+)
+_CJK = re.compile(f"[{_CJK_RANGES}]")
+# A run of letters/digits that are not CJK, or any single other non-space character.
+_CHAR_TOKEN = re.compile(f"[^\\W_{_CJK_RANGES}]+|\\S")
+_WORD_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019\-][^\W_]+)*|\S")
+
+
+def is_cjk(ch: str) -> bool:
+    return _CJK.match(ch) is not None
+
+
+def _is_run_char(ch: str) -> bool:
+    """A letter or digit outside the CJK scripts (the characters that form multi-character tokens)."""
+    return ch.isalnum() and not is_cjk(ch)
+
+
+def word_tokenize(text: str):
+    return _WORD_TOKEN.findall(unicodedata.normalize("NFC", text).lower())
+
+
+def char_tokenize(text: str):
+    return _CHAR_TOKEN.findall(text)
+
+
+_jieba = None
+
+
+def _get_jieba():
+    global _jieba
+    if _jieba is None:
+        import logging
+        import warnings
+
+        with warnings.catch_warnings():  # jieba 0.42 imports the deprecated pkg_resources
+            warnings.simplefilter("ignore")
+            import jieba
+
+        jieba.setLogLevel(logging.ERROR)
+        jieba.initialize()
+        _jieba = jieba
+    return _jieba
+
+
+def jieba_tokenize(text: str):
+    jieba = _get_jieba()
+    return [tok for word in jieba.cut(text) for tok in word.split()]
+
+
+def load_sentencepiece(path):
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+class Tokenizer:
+    """Callable turning one document (a string) into a list of tokens without whitespace inside."""
+
+    def __init__(self, lang: str, unit: str, lowercase: bool = False, sp_model_path=None):
+        check_unit(lang, unit)
+        self.lang, self.unit, self.lowercase = lang, unit, lowercase
+        self._sp = None
+        if unit == "sp":
+            if sp_model_path is None:
+                raise ValueError("unit 'sp' needs a sentencepiece model")
+            self._sp = load_sentencepiece(sp_model_path)
+        elif unit == "jieba":
+            _get_jieba()
+
+    def __call__(self, text: str):
+        if self.lowercase:
+            text = text.lower()
+        unit = self.unit
+        if unit == "keep":
+            return text.split()
+        if unit == "word":
+            return word_tokenize(text)
+        if unit == "char":
+            return char_tokenize(text)
+        if unit == "jieba":
+            return jieba_tokenize(text)
+        # sp: a piece never contains whitespace (sentencepiece maps spaces to U+2581)
+        return [piece for piece in self._sp.encode(text, out_type=str) if piece.strip()]
+
+
+def check_unit(lang: str, unit: str):
+    if lang not in UNITS_BY_LANG:
+        raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
+    if unit not in UNITS_BY_LANG[lang]:
+        raise ValueError(
+            f"unit {unit!r} is not available for language {lang!r} (choose from {', '.join(UNITS_BY_LANG[lang])})"
+        )
+
+
+def detokenize(tokens, lang: str, unit: str) -> str:
+    """Inverse of tokenization as far as possible (see module docstring)."""
+    tokens = [tok for tok in tokens if tok]
+    if unit == "sp":
+        return " ".join("".join(tokens).replace(SP_SPACE, " ").split())
+    if lang == "zh":
+        out = []
+        for tok in tokens:
+            if out and _is_run_char(out[-1][-1]) and _is_run_char(tok[0]):
+                out.append(" ")
+            out.append(tok)
+        return "".join(out)
+    return " ".join(tokens)
+
+
+def _chunks(text: str, max_chars: int):
+    """Cut a long text into pieces of at most ``max_chars`` characters, at whitespace where possible."""
+    while len(text) > max_chars:
+        cut = text.rfind(" ", 0, max_chars + 1)
+        if cut <= 0:
+            cut = max_chars
+        yield text[:cut]
+        text = text[cut:].lstrip(" ")
+    if text:
+        yield text
+
+
+def train_sentencepiece(texts, model_prefix, vocab_size: int, model_type: str, lang: str,
+                        max_sentences: int = 2_000_000, num_threads: int = 2, seed: int = 1):
+    """Train a sentencepiece model on an iterable of documents; writes ``model_prefix``.model/.vocab.
+
+    Documents are cut into chunks of at most 2,000 characters (sentencepiece skips longer "sentences"); at
+    most ``max_sentences`` chunks are sampled (reproducibly: fixed seed).  The vocabulary size is a soft
+    limit (a small corpus yields fewer pieces instead of failing); the real size is returned.
+    """
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(seed)
+
+    def chunks():
+        for text in texts:
+            yield from _chunks(" ".join(text.split()), 2000)
+
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=chunks(),
+        model_prefix=str(model_prefix),
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=0.9995 if lang == "zh" else 1.0,
+        hard_vocab_limit=False,
+        max_sentence_length=8192,
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        num_threads=num_threads,
+        minloglevel=2,
+    )
+    return load_sentencepiece(f"{model_prefix}.model").get_piece_size()
