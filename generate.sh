@@ -65,7 +65,7 @@ summ-restore --prep "$data/prep.json" --oov "$oov" --generate-output "$work/fair
 
 if [[ $score -eq 1 ]]; then
     [[ -f "$refs" ]] || die "--score: references not found: ${refs:-give --refs FILE}"
-    lang="$(python -c 'import json, sys; print(json.load(open(sys.argv[1])).get("lang", "en"))' "$data/prep.json")"
+    lang="$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"]["lang"])' "$data/prep.json")"
     step "Official ROUGE-1.5.5 ($lang)"
     summ-rouge --refs "$refs" --hyps "$hyps" --lang "$lang" >&2
 fi

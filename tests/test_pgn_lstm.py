@@ -6,6 +6,7 @@ import torch
 
 from conftest import tiny_dictionary, tiny_model
 from fairseq_plugins.text.markers import marker
+from fairseq_plugins.text.restore import restore_tokens
 
 
 @pytest.fixture
@@ -159,3 +160,7 @@ def test_copying_generates_a_source_oov_word(dictionary):
     sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([5])}}
     hypo = generator.generate([model], sample)[0][0]
     assert hypo["tokens"][:3].tolist() == [m0, m0, m0]
+    # ... and the marker comes back as the document's OOV word.
+    tokens = dictionary.string(hypo["tokens"]).split()
+    counts = {"restored": 0, "unmatched": 0}
+    assert restore_tokens(tokens, ["zyzzyva"], drop_unk=False, counts=counts)[:3] == ["zyzzyva"] * 3

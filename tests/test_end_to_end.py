@@ -1,0 +1,105 @@
+"""End to end on the shipped SciTLDR-A sample: preprocess -> train a few updates -> generate -> ROUGE,
+through the shell scripts and through the plain fairseq binaries with --user-dir."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+USER_DIR = str(ROOT / "fairseq_plugins")
+FEW_UPDATES = ["--max-update", "6", "--max-tokens", "3000"]
+
+
+def run(cmd, **kwargs):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def head(src: Path, dst: Path, count: int) -> None:
+    with src.open(encoding="utf-8") as f:
+        lines = [next(f) for _ in range(count)]
+    dst.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A few-update pgn_lstm_small on a slice of data/scitldr, trained through the shell scripts."""
+    work = tmp_path_factory.mktemp("e2e")
+    raw = work / "raw"
+    raw.mkdir()
+    for split, count in (("train", 300), ("valid", 30), ("test", 25)):
+        for side in ("src", "tgt"):
+            head(ROOT / "data" / "scitldr" / f"{split}.{side}", raw / f"{split}.{side}", count)
+    data, model = work / "data", work / "model"
+    run(["./preprocess.sh", str(raw), str(data)])
+    train = run(["./train.sh", str(data), str(model), *FEW_UPDATES])
+    assert "num_updates 6" in train.stderr or "num_updates=6" in train.stderr
+    return work, data, model
+
+
+def test_generate_split_and_score_through_scripts(trained):
+    work, data, model = trained
+    out = work / "test.summaries"
+    result = run(["./generate.sh", "--split", "test", "--score", "--output", str(out), str(data), str(model)])
+    summaries = out.read_text(encoding="utf-8").split("\n")
+    assert summaries[-1] == "" and len(summaries) - 1 == 25  # one line per test document
+    assert any(line.strip() for line in summaries)
+    assert re.search(r"ROUGE-1\s.*\d+\.\d+", result.stderr), result.stderr[-2000:]
+    assert not any(marker in "".join(summaries) for marker in ("<oov-", "</s>"))
+
+
+def test_generate_raw_text_one_line_per_document(trained, tmp_path):
+    """Empty, marker-like and very long documents each get exactly one summary, in order."""
+    _, data, model = trained
+    docs = [
+        "we propose a new method for training neural networks with sparse gradients .",
+        "",
+        "the <oov-3> token and </s> appear here literally , with a zyxwvut word .",
+        " ".join(["lorem"] * 50_000),
+        "a final short document .",
+    ]
+    (tmp_path / "docs.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    result = run(["./generate.sh", "--input", str(tmp_path / "docs.txt"), str(data), str(model)])
+    assert result.stdout.count("\n") == len(docs)
+    assert "truncat" in result.stderr.lower()  # the 50,000-token document was truncated, and it says so
+
+
+def test_plain_fairseq_binaries_with_user_dir(trained, tmp_path):
+    _, data, _ = trained
+    save = tmp_path / "ckpt"
+    run(["fairseq-train", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
+         "--arch", "pgn_lstm_small", "--criterion", "focal_copy_coverage", "--optimizer", "adam", "--lr", "0.002",
+         "--save-dir", str(save), "--no-epoch-checkpoints", *FEW_UPDATES])
+    checkpoint = save / "checkpoint_last.pt"
+    assert checkpoint.exists()
+    generated = run(["fairseq-generate", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
+                     "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5", "--max-len-b", "30",
+                     "--batch-size", "8", "--scoring", "rouge"])
+    assert len(re.findall(r"^H-\d+\t", generated.stdout, flags=re.M)) == 25  # not 24: no batch is dropped
+    assert re.search(r"ROUGE F1 .*R-1 \d+\.\d+ R-2 \d+\.\d+ R-L \d+\.\d+", generated.stdout + generated.stderr)
+
+    interactive = run(["fairseq-interactive", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
+                       "--path", str(checkpoint), "--beam", "2", "--max-len-b", "20", "-s", "src", "-t", "tgt",
+                       "--input", str(data / "tok" / "valid.src")])
+    assert len(re.findall(r"^H-\d+\t", interactive.stdout, flags=re.M)) == 30
+
+
+def test_scripts_fail_fast_on_bad_input(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.src").write_text("one document .\ntwo documents .\n", encoding="utf-8")
+    (raw / "train.tgt").write_text("one summary .\n", encoding="utf-8")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    result = subprocess.run(["./preprocess.sh", str(raw), str(tmp_path / "data")], cwd=ROOT, env=env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0
+    assert "train.src" in result.stderr and "train.tgt" in result.stderr
+    missing = subprocess.run(["./generate.sh", str(tmp_path / "nope"), str(tmp_path / "nope")], cwd=ROOT, env=env,
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert missing.returncode != 0 and "checkpoint not found" in missing.stderr
