@@ -98,7 +98,7 @@ def test_focal_weights_easy_tokens_down(model):
 def test_non_finite_loss_is_reported_with_the_batch(model):
     sample = make_sample(Task.target_dictionary)
     with torch.no_grad():
-        model.decoder.pre_output.weight.fill_(float("nan"))
+        model.decoder.readout.pre_output.weight.fill_(float("nan"))
     criterion = FocalCopyCoverageCriterion(Task(), 0.25, 1.0, 1.0, "sequence", False)
     with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan .*dataset ids 0, 1\)"):
         criterion(model, sample)

@@ -27,11 +27,14 @@ def batch(dictionary):
 def set_switch(model, bias):
     """Force p_gen = sigmoid(bias) whatever the inputs."""
     with torch.no_grad():
-        model.decoder.switch.proj.weight.zero_()
-        model.decoder.switch.proj.bias.fill_(bias)
+        model.decoder.readout.switch.proj.weight.zero_()
+        model.decoder.readout.switch.proj.bias.fill_(bias)
 
 
-@pytest.mark.parametrize("options", [{}, {"no_copy": True}, {"no_coverage": True}, {"decoder_layers": 2}])
+LUONG = {"decoder_readout": "luong", "embed_norm": True}
+
+
+@pytest.mark.parametrize("options", [{}, {"no_copy": True}, {"no_coverage": True}, {"decoder_layers": 2}, LUONG])
 def test_final_distribution_sums_to_one_over_extended_vocabulary(dictionary, options):
     torch.manual_seed(0)
     model = tiny_model(dictionary, **options).eval()
@@ -94,7 +97,7 @@ def test_left_and_right_padding_give_the_same_result(dictionary):
     torch.testing.assert_close(left_probs, right_probs)
 
 
-@pytest.mark.parametrize("options", [{}, {"no_copy": True, "no_coverage": True}, {"decoder_layers": 2}])
+@pytest.mark.parametrize("options", [{}, {"no_copy": True, "no_coverage": True}, {"decoder_layers": 2}, LUONG])
 def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, options):
     torch.manual_seed(4)
     model = tiny_model(dictionary, **options).eval()
@@ -117,12 +120,13 @@ def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, op
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("options", [{}, LUONG])
 @pytest.mark.parametrize("bias", [200.0, -200.0])
-def test_gradients_finite_when_p_gen_is_exactly_zero_or_one(dictionary, bias):
+def test_gradients_finite_when_p_gen_is_exactly_zero_or_one(dictionary, bias, options):
     from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 
     torch.manual_seed(5)
-    model = tiny_model(dictionary).train()
+    model = tiny_model(dictionary, **options).train()
     set_switch(model, bias)
     src, lengths, prev = batch(dictionary)
     # Targets include a marker that is absent from the source (P = 0 whatever p_gen) and, with p_gen = 1,
@@ -164,3 +168,39 @@ def test_copying_generates_a_source_oov_word(dictionary):
     tokens = dictionary.string(hypo["tokens"]).split()
     counts = {"restored": 0, "unmatched": 0}
     assert restore_tokens(tokens, ["zyzzyva"], drop_unk=False, counts=counts)[:3] == ["zyzzyva"] * 3
+
+
+def parameter_names(model):
+    return {name for name, _ in model.named_parameters()}
+
+
+def test_embedding_normalization_adds_exactly_two_layer_norms(dictionary):
+    plain, normed = tiny_model(dictionary), tiny_model(dictionary, embed_norm=True)
+    added = parameter_names(normed) - parameter_names(plain)
+    assert added == {f"{side}.embed_norm.{p}" for side in ("encoder", "decoder") for p in ("weight", "bias")}
+    assert parameter_names(plain) <= parameter_names(normed)
+    # Eq 14 on the embeddings: zero mean, unit variance per position before gamma/beta (initially 1/0).
+    tokens = torch.tensor([[4, 5, 6]])
+    x = normed.encoder.embed_norm(normed.encoder.embed_tokens(tokens))
+    torch.testing.assert_close(x.mean(-1), torch.zeros(1, 3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(x.var(-1, unbiased=False), torch.ones(1, 3), atol=1e-3, rtol=0)
+
+
+def test_luong_readout_replaces_only_the_readout(dictionary):
+    see, luong = tiny_model(dictionary), tiny_model(dictionary, decoder_readout="luong")
+    only_see, only_luong = parameter_names(see) - parameter_names(luong), parameter_names(luong) - parameter_names(see)
+    assert only_see == {"decoder.readout.pre_output.weight", "decoder.readout.pre_output.bias"}
+    assert only_luong == {"decoder.readout.attentional.weight", "decoder.readout.attentional.bias"}
+    # The switch reads h~ only (eq 9), the feed is h~ (H wide) instead of the context (2H wide).
+    assert luong.decoder.readout.switch.proj.in_features == 7
+    assert luong.decoder.input_from_feed.in_features == 7 and see.decoder.input_from_feed.in_features == 12
+
+
+def test_luong_attentional_state_is_eq_3(dictionary):
+    torch.manual_seed(7)
+    model = tiny_model(dictionary, decoder_readout="luong").eval()
+    src, lengths, prev = batch(dictionary)
+    steps = model.decoder.extract_features(prev, model.encoder(src, lengths))
+    readout = model.decoder.readout
+    expected = torch.tanh(readout.attentional(torch.cat([steps["contexts"], steps["states"]], dim=2)))
+    torch.testing.assert_close(steps["feeds"], expected)

@@ -91,6 +91,59 @@ class MarkerAsUnk(nn.Module):
         return tokens.masked_fill(tokens >= self.num_regular, self.unk_idx)
 
 
+class SeeReadout(nn.Module):
+    """See et al.'s readout: the context h*_t is fed back as the next input;
+    P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')  (eq 4);  p_gen from [h*_t; s_t; x_t]  (eq 8)."""
+
+    def __init__(self, hidden_size: int, context_size: int, embed_dim: int, out_dim: int, copy: bool):
+        super().__init__()
+        self.feed_size = context_size
+        self.out_dim = out_dim
+        self.pre_output = Linear(hidden_size + context_size, out_dim)  # V, b
+        self.switch = GenerationSwitch([context_size, hidden_size, embed_dim]) if copy else None
+
+    def feed(self, state: Tensor, context: Tensor) -> Tensor:
+        """What the next step's input sees: h*_t.  B x C."""
+        return context
+
+    def features(self, states, contexts, feeds, inputs) -> Tensor:
+        """Input of V' (eq 4).  B x T x out_dim."""
+        return self.pre_output(torch.cat([states, contexts], dim=2))
+
+    def p_gen(self, states, contexts, feeds, inputs) -> Tensor:
+        return self.switch(contexts, states, inputs)  # B x T x 1   (eq 8)
+
+
+class LuongReadout(nn.Module):
+    """Shi et al. (2018)'s readout, Luong et al.'s attentional hidden state:
+    h~_t = tanh(W_c [c_t; h_t])  (eq 3), fed back as the next input;  P_vocab = softmax(W_vocab h~_t + b)  (eq 7);
+    copy switch sigmoid(W_h^T h~_t + b)  (eq 9).  The switch's output weighs P_vocab in eq 10, as p_gen does in
+    See et al.'s eq 9 (calling it p_copy and weighing the copy side instead is the same model with -W_h, -b)."""
+
+    def __init__(self, hidden_size: int, context_size: int, copy: bool):
+        super().__init__()
+        self.feed_size = hidden_size
+        self.out_dim = hidden_size
+        self.attentional = Linear(context_size + hidden_size, hidden_size)  # W_c
+        self.switch = GenerationSwitch([hidden_size]) if copy else None
+
+    def feed(self, state: Tensor, context: Tensor) -> Tensor:
+        return torch.tanh(self.attentional(torch.cat([context, state], dim=1)))  # B x H   h~_t (eq 3)
+
+    def features(self, states, contexts, feeds, inputs) -> Tensor:
+        return feeds  # h~_t, the input of W_vocab (eq 7)
+
+    def p_gen(self, states, contexts, feeds, inputs) -> Tensor:
+        return self.switch(feeds)  # B x T x 1   (eq 9)
+
+
+def EmbeddingNorm(embed_dim: int, enabled: bool) -> nn.Module:
+    """Shi et al.'s normalization between embedding and RNN (eq 14): x_norm = gamma (x - mean) / sqrt(var + eps)
+    + beta, with learnable gamma and beta; mean and variance are taken over each embedding's dimensions (layer
+    normalization), so the statistics do not depend on the batch.  Identity when disabled."""
+    return nn.LayerNorm(embed_dim) if enabled else nn.Identity()
+
+
 class PGNEncoder(FairseqEncoder):
     """Bidirectional LSTM encoder.
 
@@ -100,10 +153,11 @@ class PGNEncoder(FairseqEncoder):
     """
 
     def __init__(self, dictionary, embed_tokens, hidden_size=256, num_layers=1, dropout_in=0.0, dropout_out=0.0,
-                 num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+                 num_regular=None, embed_norm=False, max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
         self.embed_tokens = embed_tokens
+        self.embed_norm = EmbeddingNorm(embed_tokens.embedding_dim, embed_norm)
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
@@ -119,7 +173,7 @@ class PGNEncoder(FairseqEncoder):
         # Padding may be on the left (fairseq's default for sources); the LSTM and the copy scatter want it on
         # the right, with positions that line up with the attention.
         src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
-        x = self.dropout_in(self.embed_tokens(self.as_unk(src_tokens)))  # B x S x E
+        x = self.dropout_in(self.embed_norm(self.embed_tokens(self.as_unk(src_tokens))))  # B x S x E
         packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_out, (h_n, c_n) = self.lstm(packed)  # h_n, c_n: (layers*2) x B x H
         outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=src_tokens.size(1))
@@ -147,8 +201,10 @@ class PGNDecoder(FairseqIncrementalDecoder):
         embed_tokens: target embeddings (may be shared with the encoder).
         encoder_output_units: size of an encoder state (2 x encoder hidden size).
         hidden_size: decoder LSTM size; num_layers: stacked LSTM cells (attention reads the top one).
-        out_embed_dim: size of V's output in eq 4.
+        out_embed_dim: size of V's output in eq 4 (See readout).
         attention_dim: size inside the attention's tanh.
+        readout: "see" (See et al. eqs 4, 8) or "luong" (Shi et al. eqs 3, 7, 9).
+        embed_norm: normalize the embeddings before the LSTM (Shi et al. eq 14).
         copy: produce eq 9 (pointer-generator) instead of eq 5.
         coverage: use eq 11 attention and expose the coverage for the coverage loss.
         share_input_output_embed: V' of eq 4 is the (regular part of the) embedding matrix.
@@ -157,11 +213,13 @@ class PGNDecoder(FairseqIncrementalDecoder):
 
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
                  out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
-                 share_input_output_embed=False, num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+                 share_input_output_embed=False, num_regular=None, readout="see", embed_norm=False,
+                 max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
         embed_dim = embed_tokens.embedding_dim
         self.num_regular = num_regular or len(dictionary)
         self.embed_tokens = embed_tokens
+        self.embed_norm = EmbeddingNorm(embed_dim, embed_norm)
         self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
@@ -173,22 +231,27 @@ class PGNDecoder(FairseqIncrementalDecoder):
         # Initial state from the encoder's final states (the reference code's "reduce states").
         self.reduce_hidden = Linear(encoder_output_units, hidden_size)
         self.reduce_cell = Linear(encoder_output_units, hidden_size)
-        # Input feeding: x_t = W_x [y_{t-1}; h*_{t-1}] + b_x, split so the embedding part runs outside the loop.
+        if readout == "see":
+            self.readout = SeeReadout(hidden_size, encoder_output_units, embed_dim, out_embed_dim, copy)
+        elif readout == "luong":
+            self.readout = LuongReadout(hidden_size, encoder_output_units, copy)
+        else:
+            raise ValueError(f"unknown --decoder-readout {readout!r} (see, luong)")
+        # Input feeding: x_t = W_x [y_{t-1}; feed_{t-1}] + b_x, split so the embedding part runs outside the loop.
         self.input_from_embed = Linear(embed_dim, embed_dim)
-        self.input_from_context = Linear(encoder_output_units, embed_dim, bias=False)
+        self.input_from_feed = Linear(self.readout.feed_size, embed_dim, bias=False)
         self.layers = nn.ModuleList(
             [LSTMCell(embed_dim if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
         )
         self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim, coverage=coverage)
-        # Eq 4: V [s_t; h*_t] + b, then V' (optionally the embedding matrix).
-        self.pre_output = Linear(hidden_size + encoder_output_units, out_embed_dim)
         self.share_input_output_embed = share_input_output_embed
         if share_input_output_embed:
-            assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
+            if self.readout.out_dim != embed_dim:
+                raise ValueError("--share-decoder-input-output-embed needs the readout size (See: "
+                                 "--decoder-out-embed-dim, Luong: --decoder-hidden-size) equal to the embedding size")
         else:
-            self.output_projection = Linear(out_embed_dim, self.num_regular)
+            self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
         if copy:
-            self.switch = GenerationSwitch([encoder_output_units, hidden_size, embed_dim])
             self.mixture = CopyMixture(self.num_regular, len(dictionary))
 
     # ------------------------------------------------------------------ recurrent part
@@ -201,14 +264,14 @@ class PGNDecoder(FairseqIncrementalDecoder):
         return {
             "hidden": torch.stack([hidden] * num_layers),  # L x B x H
             "cell": torch.stack([cell] * num_layers),  # L x B x H
-            "context": zeros(bsz, enc_dim),  # B x C   (h*_{t-1})
+            "feed": zeros(bsz, self.readout.feed_size),  # B x F   (h*_{t-1} or h~_{t-1})
             "coverage": zeros(bsz, src_len),  # B x S   (c^t)
             "keys": self.attention.project_keys(encoder_out["outputs"]),  # B x S x A
         }
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
-        """Runs the recurrence.  Returns states B x T x H, contexts B x T x C, inputs B x T x E and
-        the per-step attention / coverage (B x T x S each)."""
+        """Runs the recurrence.  Returns, each B x T x D: decoder states s_t, contexts h*_t, fed-back vectors,
+        LSTM inputs x_t, attention a^t and coverage c^t (the last two B x T x S)."""
         state = self.get_incremental_state(incremental_state, "state") if incremental_state is not None else None
         if incremental_state is not None:
             prev_output_tokens = prev_output_tokens[:, -1:]
@@ -218,46 +281,41 @@ class PGNDecoder(FairseqIncrementalDecoder):
         if not padding_mask.any():
             padding_mask = None
 
-        embedded = self.dropout_in(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
-        embedded_part = self.input_from_embed(embedded)  # B x T x E
+        embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
+        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
         hidden = list(state["hidden"].unbind(0))  # L x (B x H)
         cell = list(state["cell"].unbind(0))
-        context, coverage = state["context"], state["coverage"]
-        outs, contexts, inputs, attns, coverages = [], [], [], [], []
+        feed, coverage = state["feed"], state["coverage"]
+        steps = {key: [] for key in ("states", "contexts", "feeds", "inputs", "attn", "coverage")}
         for t in range(prev_output_tokens.size(1)):
-            x = embedded_part[:, t] + self.input_from_context(context)  # B x E   (input feeding)
+            x = embedded_part[:, t] + self.input_from_feed(feed)  # B x E   (input feeding)
             layer_input = x
             for i, lstm in enumerate(self.layers):
                 hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
                 layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
             attn, context = self.attention(state["keys"], values, hidden[-1], coverage, padding_mask)
-            outs.append(hidden[-1])
-            contexts.append(context)
-            inputs.append(x)
-            attns.append(attn)
-            coverages.append(coverage)  # c^t, the coverage *before* step t (eq 10)
+            feed = self.readout.feed(hidden[-1], context)  # B x F
+            for key, value in zip(steps, (hidden[-1], context, feed, x, attn, coverage)):
+                steps[key].append(value)  # coverage: c^t, *before* step t (eq 10)
             if self.coverage:
                 coverage = coverage + attn  # c^{t+1} = c^t + a^t   (eq 10)
 
         if incremental_state is not None:
-            new_state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), context=context,
-                             coverage=coverage)
+            new_state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed, coverage=coverage)
             self.set_incremental_state(incremental_state, "state", new_state)
-        stack = lambda xs: torch.stack(xs, dim=1)  # noqa: E731  T x (B x D) -> B x T x D
-        return stack(outs), stack(contexts), stack(inputs), stack(attns), stack(coverages)
+        return {key: torch.stack(values, dim=1) for key, values in steps.items()}  # each B x T x D
 
     # ------------------------------------------------------------------ output part (outside the loop)
     def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
-        states, contexts, inputs, attn, coverage = self.extract_features(
-            prev_output_tokens, encoder_out, incremental_state
-        )
-        features = self.dropout_out(torch.cat([states, contexts], dim=2))  # B x T x (H + C)
-        logits = self.output_layer(self.pre_output(features))  # B x T x V_reg   (eq 4, before softmax)
-        extra = {"attn": [attn], "src_tokens": encoder_out["src_tokens"]}
+        steps = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        readout_inputs = (steps["states"], steps["contexts"], steps["feeds"], steps["inputs"])
+        features = self.dropout_out(self.readout.features(*readout_inputs))  # B x T x out_dim
+        logits = self.output_layer(features)  # B x T x V_reg   (eq 4 / eq 7, before softmax)
+        extra = {"attn": [steps["attn"]], "src_tokens": encoder_out["src_tokens"]}
         if self.coverage:
-            extra["coverage"] = coverage
+            extra["coverage"] = steps["coverage"]
         if self.copy:
-            extra["p_gen"] = self.switch(contexts, states, inputs)  # B x T x 1   (eq 8)
+            extra["p_gen"] = self.readout.p_gen(*readout_inputs)  # B x T x 1   (eq 8 / eq 9)
         return logits, extra
 
     def output_layer(self, features: Tensor) -> Tensor:
@@ -322,6 +380,10 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
                             help="use the decoder embeddings as V' (eq 4)")
         parser.add_argument("--share-all-embeddings", action="store_true",
                             help="one embedding matrix for encoder and decoder (joined dictionary)")
+        parser.add_argument("--decoder-readout", choices=["see", "luong"],
+                            help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, 9")
+        parser.add_argument("--embed-norm", action="store_true",
+                            help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D", help="dropout on LSTM outputs")
         # fmt: on
@@ -345,7 +407,7 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         encoder = PGNEncoder(
             src_dict, encoder_embed, hidden_size=args.encoder_hidden_size, num_layers=args.encoder_layers,
             dropout_in=args.dropout_in, dropout_out=args.dropout_out, num_regular=first_marker_index(src_dict),
-            max_positions=max_source,
+            embed_norm=args.embed_norm, max_positions=max_source,
         )
         decoder = PGNDecoder(
             tgt_dict, decoder_embed, encoder_output_units=encoder.output_units,
@@ -353,7 +415,8 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
             out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim or encoder.output_units,
             dropout_in=args.dropout_in, dropout_out=args.dropout_out, copy=not args.no_copy,
             coverage=not args.no_coverage, share_input_output_embed=args.share_decoder_input_output_embed,
-            num_regular=num_regular, max_positions=max_target,
+            num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
+            max_positions=max_target,
         )
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s",
                     num_regular, len(tgt_dict) - num_regular, decoder.copy, decoder.coverage)
@@ -385,6 +448,8 @@ def base_architecture(args):
     args.no_coverage = getattr(args, "no_coverage", False)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
+    args.decoder_readout = getattr(args, "decoder_readout", "see")
+    args.embed_norm = getattr(args, "embed_norm", False)
     args.dropout_in = getattr(args, "dropout_in", args.dropout)
     args.dropout_out = getattr(args, "dropout_out", args.dropout)
 
@@ -407,4 +472,17 @@ def pgn_lstm_see2017(args):
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
     args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
+    base_architecture(args)
+
+
+@register_model_architecture("pgn_lstm", "pgn_lstm_shi2018")
+def pgn_lstm_shi2018(args):
+    """Shi et al. (2018): BiLSTM encoder 600 per direction, decoder 1200, embeddings 400, one layer each,
+    Luong-style readout, normalized embeddings (eq 14), copy and coverage (vocabulary 60k is set by
+    preprocessing; Adam 1e-3, focal loss 0.25/1/1 and beam 5 by the config)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 400)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 600)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 1200)
+    args.decoder_readout = getattr(args, "decoder_readout", "luong")
+    args.embed_norm = getattr(args, "embed_norm", True)
     base_architecture(args)
