@@ -73,11 +73,15 @@ def test_generate_raw_text_one_line_per_document(trained, tmp_path):
 def test_plain_fairseq_binaries_with_user_dir(trained, tmp_path):
     _, data, _ = trained
     save = tmp_path / "ckpt"
-    run(["fairseq-train", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
-         "--arch", "pgn_lstm_small", "--criterion", "focal_copy_coverage", "--optimizer", "adam", "--lr", "0.002",
-         "--save-dir", str(save), "--no-epoch-checkpoints", *FEW_UPDATES])
+    train = run(["fairseq-train", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
+                 "--arch", "pgn_lstm_small", "--criterion", "focal_copy_coverage", "--optimizer", "adam",
+                 "--lr", "0.002", "--save-dir", str(save), "--no-epoch-checkpoints", *FEW_UPDATES,
+                 "--eval-accuracy", "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric"])
+    # Validation summarized the 30 validation documents and logged eq 17's accuracy; best = highest accuracy.
+    assert re.search(r"valid on 'valid' subset .*\| accuracy \d+(\.\d+)? \|", train.stderr), train.stderr[-3000:]
+    assert "best_accuracy" in train.stderr
     checkpoint = save / "checkpoint_last.pt"
-    assert checkpoint.exists()
+    assert checkpoint.exists() and (save / "checkpoint_best.pt").exists()
     generated = run(["fairseq-generate", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
                      "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5", "--max-len-b", "30",
                      "--batch-size", "8", "--scoring", "rouge"])

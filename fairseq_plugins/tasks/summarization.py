@@ -1,23 +1,39 @@
 """``summarization``: fairseq's translation task (source document -> target summary) without lost inputs.
 
+With ``--eval-accuracy`` the task also summarizes the validation set at every validation (generation settings
+in ``--eval-gen-args``, greedy by default) and logs ``accuracy``, Shi et al.'s eq 17 in percent
+(fairseq_plugins/scoring/accuracy.py); train with ``--best-checkpoint-metric accuracy
+--maximize-best-checkpoint-metric`` to keep the checkpoint that summarizes best.
+
 fairseq 0.12.x (``data_utils.batch_by_size``) silently drops the last batch of *every* split when its size is
 not a multiple of ``--required-batch-size-multiple`` (default 8): validation loses samples and
 ``fairseq-generate`` writes fewer hypotheses than there are inputs.  This task always batches with a multiple
 of 1, so every document is trained on, validated and summarized.  Everything else is
 ``--task translation``: ``-s src -t tgt``, a joined dictionary with the OOV markers of summ-prepare.
 """
+import json
 import logging
-from dataclasses import dataclass
+from argparse import Namespace
+from dataclasses import dataclass, field
 
+from fairseq import metrics, utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from fairseq_plugins.scoring.accuracy import summary_accuracy
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class SummarizationConfig(TranslationConfig):
-    pass
+    eval_accuracy: bool = field(
+        default=False, metadata={"help": "summarize the validation set and log accuracy (Shi et al. eq 17)"}
+    )
+    eval_gen_args: str = field(
+        default='{"beam": 1, "max_len_a": 0, "max_len_b": 100}',
+        metadata={"help": "generation settings for --eval-accuracy, as JSON (keys as in fairseq-generate)"},
+    )
 
 
 @register_task("summarization", dataclass=SummarizationConfig)
@@ -28,3 +44,43 @@ class SummarizationTask(TranslationTask):
             logger.info("summarization task: --required-batch-size-multiple %d -> 1 (keeps every input)", multiple)
         kwargs["required_batch_size_multiple"] = 1
         return super().get_batch_iterator(dataset, **kwargs)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.eval_accuracy:
+            self.accuracy_generator = self.build_generator([model], Namespace(**json.loads(self.cfg.eval_gen_args)))
+        return model
+
+    def valid_step(self, sample, model, criterion):
+        loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        if self.cfg.eval_accuracy:
+            total, count = self.accuracy_sum(model, sample)
+            logging_output["_accuracy_sum"] = total
+            logging_output["_accuracy_count"] = count
+        return loss, sample_size, logging_output
+
+    def accuracy_sum(self, model, sample):
+        """Sum of eq 17's per-summary accuracies over the batch, and how many summaries it covers."""
+        hypotheses = self.inference_step(self.accuracy_generator, [model], sample, prefix_tokens=None)
+        pad, eos, unk = self.tgt_dict.pad(), self.tgt_dict.eos(), self.tgt_dict.unk()
+        total, count = 0.0, 0
+        for hypos, target in zip(hypotheses, sample["target"]):
+            target = [t for t in utils.strip_pad(target, pad).tolist() if t != eos]
+            predicted = [t for t in hypos[0]["tokens"].tolist() if t != eos]
+            accuracy = summary_accuracy(predicted, target, unk=unk)
+            if accuracy is not None:
+                total, count = total + accuracy, count + 1
+        return total, count
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        if not self.cfg.eval_accuracy:
+            return
+        total = sum(log.get("_accuracy_sum", 0.0) for log in logging_outputs)
+        count = sum(log.get("_accuracy_count", 0) for log in logging_outputs)
+        if count > 0:
+            metrics.log_scalar("_accuracy_sum", total)
+            metrics.log_scalar("_accuracy_count", count)
+            metrics.log_derived(
+                "accuracy", lambda meters: round(100 * meters["_accuracy_sum"].sum / meters["_accuracy_count"].sum, 2)
+            )
