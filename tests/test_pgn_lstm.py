@@ -204,3 +204,16 @@ def test_luong_attentional_state_is_eq_3(dictionary):
     readout = model.decoder.readout
     expected = torch.tanh(readout.attentional(torch.cat([steps["contexts"], steps["states"]], dim=2)))
     torch.testing.assert_close(steps["feeds"], expected)
+
+
+def test_pretrained_embeddings_are_loaded_and_frozen(dictionary, tmp_path):
+    glove = tmp_path / "vectors.txt"
+    glove.write_text("a 1 2 3 4 5 6 7 8\nc -1 -2 -3 -4 -5 -6 -7 -8\nnotindict 9 9 9 9 9 9 9 9\n", encoding="utf-8")
+    model = tiny_model(dictionary, encoder_embed_path=str(glove), encoder_freeze_embed=True, share_all_embeddings=True)
+    weight = model.encoder.embed_tokens.weight
+    torch.testing.assert_close(weight[dictionary.index("a")], torch.arange(1.0, 9.0))
+    torch.testing.assert_close(weight[dictionary.index("c")], -torch.arange(1.0, 9.0))
+    assert weight[dictionary.pad()].abs().sum() == 0
+    assert not weight.requires_grad and model.decoder.embed_tokens is model.encoder.embed_tokens
+    with pytest.raises(ValueError, match=r"vectors.txt.*8.*16|16.*8"):
+        tiny_model(dictionary, encoder_embed_dim=16, decoder_embed_dim=16, encoder_embed_path=str(glove))

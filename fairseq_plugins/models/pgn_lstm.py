@@ -39,6 +39,7 @@ from fairseq.models import (
 
 from fairseq_plugins.modules.copy_mixture import CopyMixture, GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
+from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,16 @@ def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.E
     nn.init.normal_(m.weight, mean=0, std=embedding_dim**-0.5)
     nn.init.constant_(m.weight[padding_idx], 0)
     return m
+
+
+def PretrainedEmbedding(dictionary, embedding_dim: int, path: Optional[str], fmt: str = "auto",
+                        trainable: bool = True) -> nn.Embedding:
+    """An ``Embedding`` whose rows for the dictionary's words come from a word2vec/GloVe file when ``path`` is
+    given (modules/pretrained_embeddings.py; the coverage report goes to the log), optionally frozen."""
+    embedding = Embedding(len(dictionary), embedding_dim, dictionary.pad())
+    if path:
+        fill_embedding(embedding, path, dictionary, fmt=fmt)
+    return freeze(embedding, trainable=trainable)
 
 
 def Linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
@@ -384,6 +395,13 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
                             help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, 9")
         parser.add_argument("--embed-norm", action="store_true",
                             help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
+        parser.add_argument("--encoder-embed-path", type=str, metavar="FILE",
+                            help="pretrained encoder embeddings (word2vec binary/text or GloVe text)")
+        parser.add_argument("--decoder-embed-path", type=str, metavar="FILE", help="pretrained decoder embeddings")
+        parser.add_argument("--embed-format", choices=["auto", "word2vec-binary", "word2vec-text", "glove"],
+                            help="format of the embedding files (default: detected from the content)")
+        parser.add_argument("--encoder-freeze-embed", action="store_true", help="keep encoder embeddings fixed")
+        parser.add_argument("--decoder-freeze-embed", action="store_true", help="keep decoder embeddings fixed")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D", help="dropout on LSTM outputs")
         # fmt: on
@@ -397,10 +415,14 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         if args.share_all_embeddings:
             if src_dict != tgt_dict or args.encoder_embed_dim != args.decoder_embed_dim:
                 raise ValueError("--share-all-embeddings needs a joined dictionary and equal embedding sizes")
-        encoder_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
-        decoder_embed = (
-            encoder_embed if args.share_all_embeddings
-            else Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+        encoder_embed = PretrainedEmbedding(
+            src_dict, args.encoder_embed_dim, args.encoder_embed_path or (
+                args.decoder_embed_path if args.share_all_embeddings else None),
+            args.embed_format, trainable=not args.encoder_freeze_embed,
+        )
+        decoder_embed = encoder_embed if args.share_all_embeddings else PretrainedEmbedding(
+            tgt_dict, args.decoder_embed_dim, args.decoder_embed_path, args.embed_format,
+            trainable=not args.decoder_freeze_embed,
         )
         max_source = getattr(args, "max_source_positions", DEFAULT_MAX_POSITIONS)
         max_target = getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS)
@@ -449,6 +471,11 @@ def base_architecture(args):
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
     args.decoder_readout = getattr(args, "decoder_readout", "see")
+    args.encoder_embed_path = getattr(args, "encoder_embed_path", None)
+    args.decoder_embed_path = getattr(args, "decoder_embed_path", None)
+    args.embed_format = getattr(args, "embed_format", "auto")
+    args.encoder_freeze_embed = getattr(args, "encoder_freeze_embed", False)
+    args.decoder_freeze_embed = getattr(args, "decoder_freeze_embed", False)
     args.embed_norm = getattr(args, "embed_norm", False)
     args.dropout_in = getattr(args, "dropout_in", args.dropout)
     args.dropout_out = getattr(args, "dropout_out", args.dropout)

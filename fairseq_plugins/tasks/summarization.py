@@ -11,10 +11,13 @@ not a multiple of ``--required-batch-size-multiple`` (default 8): validation los
 of 1, so every document is trained on, validated and summarized.  Everything else is
 ``--task translation``: ``-s src -t tgt``, a joined dictionary with the OOV markers of summ-prepare.
 """
+import contextlib
 import json
 import logging
 from argparse import Namespace
 from dataclasses import dataclass, field
+
+from omegaconf import OmegaConf, open_dict
 
 from fairseq import metrics, utils
 from fairseq.tasks import register_task
@@ -46,6 +49,12 @@ class SummarizationTask(TranslationTask):
         return super().get_batch_iterator(dataset, **kwargs)
 
     def build_model(self, cfg, from_checkpoint=False):
+        if from_checkpoint:
+            # The checkpoint's weights replace pretrained embeddings: don't read (possibly moved) files again.
+            with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.nullcontext():
+                for key in ("encoder_embed_path", "decoder_embed_path"):
+                    if getattr(cfg, key, None):
+                        setattr(cfg, key, None)
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.eval_accuracy:
             self.accuracy_generator = self.build_generator([model], Namespace(**json.loads(self.cfg.eval_gen_args)))
