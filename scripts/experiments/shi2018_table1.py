@@ -1,0 +1,158 @@
+#!/usr/bin/env python
+"""Shi et al. (2018), Table 1 at CPU scale: six pgn_lstm variants with the same CPU budget each.
+
+    python scripts/experiments/shi2018_table1.py [--budget-minutes 8] [--rows 1,2,3,4,5,6] [--work runs/shi2018]
+
+Rows (configs/shi2018_lcsts_row*.conf): (1) baseline, (2) + word2vec, (3) + fixed word2vec, (4) normalized,
+(5) normalized + word2vec + NLL, (6) normalized + word2vec + focal loss.
+
+Data: LCSTS PART_II from ../shared/data (research use only: read from there, never shipped).  train.tsv is the
+training set; val.tsv is split in two: its first 500 pairs validate (accuracy curves, best checkpoint) and
+the other 500 are the test set.  Units: jieba words; word2vec (scripts/train_word2vec.py) is trained on the
+sources and targets of every split, in the same tokenization.
+
+Each row trains for --budget-minutes of fairseq training time (--stop-time-hours), validating every 150
+updates with greedy summaries (accuracy, eq 17, on jieba words); the best-accuracy checkpoint then summarizes
+the test set (beam 5).  Writes WORK/table1.md (accuracy; NLPCC-style ROUGE-2/-4/-SU4; ROUGE-1/2/L, all
+official ROUGE-1.5.5 F1 on characters mapped to ids) and WORK/accuracy_curves.png (like the paper's Fig. 6).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
+ROWS = {
+    1: "baseline",
+    2: "+ word2vec",
+    3: "+ fixed word2vec",
+    4: "normalized",
+    5: "normalized + word2vec + NLL",
+    6: "normalized + word2vec + focal loss",
+}
+VALID_LINE = re.compile(r"valid on 'valid' subset .*\| accuracy ([\d.]+) .*\| num_updates (\d+)")
+
+
+def run(cmd, log=None, env=None):
+    print("+", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
+    if log is None:
+        subprocess.run(cmd, check=True, env=env)
+        return
+    with open(log, "w", encoding="utf-8") as out:
+        subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def prepare(work: Path):
+    """Raw splits, preprocessing and word2vec, each skipped when already there."""
+    raw, data, w2v = work / "raw", work / "data", work / "w2v.bin"
+    if not (raw / "test.tgt").exists():
+        if not LCSTS.is_dir():
+            sys.exit(f"shi2018_table1: {LCSTS} not found (needs ../shared/data beside the repository)")
+        run(["summ-convert", "tsv", str(LCSTS / "train.tsv"), "--src-col", "1", "--tgt-col", "0",
+             "--out-prefix", str(raw / "train")])
+        run(["summ-convert", "tsv", str(LCSTS / "val.tsv"), "--src-col", "1", "--tgt-col", "0",
+             "--out-prefix", str(raw / "val")])
+        for side in ("src", "tgt"):
+            lines = (raw / f"val.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
+            (raw / f"valid.{side}").write_text("".join(lines[:500]), encoding="utf-8")
+            (raw / f"test.{side}").write_text("".join(lines[500:]), encoding="utf-8")
+    if not (data / "bin" / "dict.src.txt").exists():
+        run([str(ROOT / "preprocess.sh"), "-c", "shi2018_lcsts", str(raw), str(data)])
+    if not w2v.exists():
+        run([sys.executable, str(ROOT / "scripts" / "train_word2vec.py"), "--prep", str(data / "prep.json"),
+             "--raw-dir", str(raw), "--dim", "128", "--out", str(w2v)])
+    return data, w2v
+
+
+def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget_minutes: float):
+    model, env = work / f"row{row}", dict(os.environ, W2V=str(w2v))
+    config = f"shi2018_lcsts_row{row}"
+    if not (model / "done").exists():
+        run([str(ROOT / "train.sh"), "-c", config, str(data), str(model),
+             "--stop-time-hours", f"{budget_minutes / 60:.4f}", "--max-update", "1000000"],
+            log=work / f"row{row}.train.log", env=env)
+        (model / "done").touch()
+    hyps = work / f"row{row}.test.txt"
+    run([str(ROOT / "generate.sh"), "-c", config, "--split", "test", "--output", str(hyps), str(data), str(model)],
+        env=env)
+    curve = [(int(n), float(acc)) for acc, n in VALID_LINE.findall((work / f"row{row}.train.log").read_text())]
+    return hyps, curve
+
+
+def score(refs: Path, hyps: Path):
+    from fairseq_plugins.scoring import rouge155
+
+    references = refs.read_text(encoding="utf-8").splitlines()
+    hypotheses = hyps.read_text(encoding="utf-8").splitlines()
+    plain = rouge155.score(references, hypotheses, lang="zh")
+    nlpcc = rouge155.score(references, hypotheses, lang="zh", nlpcc=True)
+    return {"R-1": plain["rouge-1"]["f"], "R-2": plain["rouge-2"]["f"], "R-L": plain["rouge-l"]["f"],
+            "NLPCC R-2": nlpcc["rouge-2"]["f"], "NLPCC R-4": nlpcc["rouge-4"]["f"],
+            "NLPCC R-SU4": nlpcc["rouge-su4"]["f"]}
+
+
+def write_table(work: Path, results, budget_minutes: float):
+    columns = ["NLPCC R-2", "NLPCC R-4", "NLPCC R-SU4", "R-1", "R-2", "R-L"]
+    lines = [
+        f"# Shi et al. (2018) Table 1 at CPU scale: LCSTS PART_II, {budget_minutes:g} min of training each",
+        "",
+        "Accuracy: eq 17 on jieba words, best validation value (500 pairs, greedy). ROUGE: official ROUGE-1.5.5",
+        "F1 (%) on the 500 test pairs, characters mapped to ids, whatever the training unit; beam 5.",
+        "",
+        "| row | model | updates | accuracy | " + " | ".join(columns) + " |",
+        "|---|---|---|---|" + "---|" * len(columns),
+    ]
+    for row, (curve, scores) in results.items():
+        best = max((acc for _, acc in curve), default=float("nan"))
+        updates = curve[-1][0] if curve else 0
+        values = " | ".join(f"{100 * scores[c]:.2f}" for c in columns)
+        lines.append(f"| ({row}) | {ROWS[row]} | {updates} | {best:.2f} | {values} |")
+    (work / "table1.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+def plot_curves(work: Path, results):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for row, (curve, _) in results.items():
+        if curve:
+            ax.plot(*zip(*curve), marker="o", markersize=3, label=f"({row}) {ROWS[row]}")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title("Accuracy during training (cf. Shi et al. 2018, Fig. 6)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(work / "accuracy_curves.png", dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget-minutes", type=float, default=8.0, help="training time per row")
+    parser.add_argument("--rows", default="1,2,3,4,5,6")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "shi2018")
+    args = parser.parse_args()
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
+    args.work.mkdir(parents=True, exist_ok=True)
+
+    data, w2v = prepare(args.work)
+    results = {}
+    for row in (int(r) for r in args.rows.split(",")):
+        hyps, curve = train_and_test(row, args.work, data, w2v, args.budget_minutes)
+        results[row] = (curve, score(data / "ref" / "test.tgt", hyps))
+    write_table(args.work, results, args.budget_minutes)
+    plot_curves(args.work, results)
+    print(f"\nwrote {args.work / 'table1.md'} and {args.work / 'accuracy_curves.png'}")
+
+
+if __name__ == "__main__":
+    main()

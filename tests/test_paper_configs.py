@@ -1,0 +1,86 @@
+"""The paper configs train for a few updates, end to end:
+- every row of Shi et al.'s Table 1 (configs/shi2018_lcsts_row*.conf): jieba preprocessing of shipped Chinese
+  data, word2vec trained by scripts/train_word2vec.py, train.sh;
+- the DTU report's three models (configs/dtu_*.conf) on shipped English data, with a GloVe-format file."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+TINY = ["--max-update", "2", "--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000"]
+
+
+def run(cmd, env=ENV):
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, f"{cmd[0]} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    work = tmp_path_factory.mktemp("shi2018")
+    raw = work / "raw"
+    raw.mkdir()
+    for split, count in (("train", 150), ("valid", 20), ("test", 20)):
+        for side in ("src", "tgt"):
+            lines = (ROOT / "data" / "csl" / f"{split}.{side}").read_text(encoding="utf-8").splitlines(True)
+            (raw / f"{split}.{side}").write_text("".join(lines[:count]), encoding="utf-8")
+    data = work / "data"
+    run(["./preprocess.sh", "-c", "shi2018_lcsts", str(raw), str(data)])
+    w2v = work / "w2v.bin"
+    run([sys.executable, "scripts/train_word2vec.py", "--prep", str(data / "prep.json"), "--dim", "128",
+         "--min-count", "1", "--epochs", "1", "--out", str(w2v)])
+    return work, data, w2v
+
+
+@pytest.mark.parametrize("row", [1, 2, 3, 4, 5, 6])
+def test_table1_row_trains(prepared, row):
+    work, data, w2v = prepared
+    log = run(["./train.sh", "-c", f"shi2018_lcsts_row{row}", str(data), str(work / f"row{row}"), *TINY],
+              env=dict(ENV, W2V=str(w2v)))
+    assert re.search(r"num_updates[ =]2\b", log)
+    assert re.search(r"valid on 'valid' subset .*\| accuracy \d", log), log[-2000:]
+    report = re.search(r"pretrained embeddings \S+w2v.bin .*: found (\d+) of (\d+) dictionary words", log)
+    if row in (2, 3, 5, 6):  # word2vec was trained on the same text with min-count 1: every word has a vector
+        assert report and report.group(1) == report.group(2), log[-2000:]
+    else:
+        assert report is None
+    frozen = re.search(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)", log)
+    assert frozen and (frozen.group(1) != frozen.group(2)) == (row == 3)  # only row 3 freezes the embeddings
+
+
+def test_word2vec_rows_need_the_file(prepared):
+    work, data, _ = prepared
+    env = {k: v for k, v in ENV.items() if k != "W2V"}
+    result = subprocess.run(["./train.sh", "-c", "shi2018_lcsts_row2", str(data), str(work / "x"), *TINY],
+                            cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0 and "W2V" in result.stderr
+
+
+@pytest.mark.parametrize("model, copy, coverage", [("baseline", False, False), ("pointer", True, False),
+                                                   ("coverage", True, True)])
+def test_dtu_models_train_with_glove(tmp_path_factory, model, copy, coverage):
+    work = tmp_path_factory.getbasetemp() / "dtu"
+    data = work / "data"
+    if not (data / "bin" / "dict.src.txt").exists():
+        raw = work / "raw"
+        raw.mkdir(parents=True)
+        for split, count in (("train", 120), ("valid", 10), ("test", 10)):
+            for side in ("src", "tgt"):
+                lines = (ROOT / "data" / "scitldr" / f"{split}.{side}").read_text(encoding="utf-8").splitlines(True)
+                (raw / f"{split}.{side}").write_text("".join(lines[:count]), encoding="utf-8")
+        run(["./preprocess.sh", "-c", "dtu_common", str(raw), str(data)])
+        words = [line.split()[0] for line in (data / "dict.txt").read_text(encoding="utf-8").splitlines()]
+        vectors = [f"{w} " + " ".join(f"{(i * 7 + j) % 13 / 13:.3f}" for j in range(128))
+                   for i, w in enumerate(words) if not w.startswith("<oov-")][:500]
+        (work / "glove.txt").write_text("\n".join(vectors) + "\n", encoding="utf-8")
+    log = run(["./train.sh", "-c", f"dtu_{model}", str(data), str(work / model), *TINY],
+              env=dict(ENV, GLOVE=str(work / "glove.txt")))
+    assert re.search(r"num_updates[ =]2\b", log)
+    assert f"copy={copy}, coverage={coverage}" in log
+    assert re.search(r"pretrained embeddings \S+glove.txt \(glove, 500 vectors .*found 500 of", log), log[-2000:]
