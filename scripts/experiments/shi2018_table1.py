@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Shi et al. (2018), Table 1 at CPU scale: six pgn_lstm variants with the same CPU budget each.
 
-    python scripts/experiments/shi2018_table1.py [--budget-minutes 8] [--rows 1,2,3,4,5,6] [--work runs/shi2018]
+    python scripts/experiments/shi2018_table1.py [--updates 1200 | --budget-minutes 8] [--rows 1,...,6]
+                                                 [--work runs/shi2018]
 
 Rows (configs/shi2018_lcsts_row*.conf): (1) baseline, (2) + word2vec, (3) + fixed word2vec, (4) normalized,
 (5) normalized + word2vec + NLL, (6) normalized + word2vec + focal loss.
@@ -11,7 +12,9 @@ training set; val.tsv is split in two: its first 500 pairs validate (accuracy cu
 the other 500 are the test set.  Units: jieba words; word2vec (scripts/train_word2vec.py) is trained on the
 sources and targets of every split, in the same tokenization.
 
-Each row trains for --budget-minutes of fairseq training time (--stop-time-hours), validating every 150
+Each row trains for the same number of updates (--updates; the same batches, so the same computation for
+every row but the frozen-embedding one, and immune to other load on the machine) or, with --budget-minutes, the
+same fairseq training time (--stop-time-hours), validating every 150
 updates with greedy summaries (accuracy, eq 17, on jieba words); the best-accuracy checkpoint then summarizes
 the test set (beam 5).  Writes WORK/table1.md (accuracy; NLPCC-style ROUGE-2/-4/-SU4; ROUGE-1/2/L, all
 official ROUGE-1.5.5 F1 on characters mapped to ids) and WORK/accuracy_curves.png (like the paper's Fig. 6).
@@ -67,12 +70,11 @@ def prepare(work: Path):
     return data, w2v
 
 
-def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget_minutes: float):
+def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget: list):
     model, env = work / f"row{row}", dict(os.environ, W2V=str(w2v))
     config = f"shi2018_lcsts_row{row}"
     if not (model / "done").exists():
-        run([str(ROOT / "train.sh"), "-c", config, str(data), str(model),
-             "--stop-time-hours", f"{budget_minutes / 60:.4f}", "--max-update", "1000000"],
+        run([str(ROOT / "train.sh"), "-c", config, str(data), str(model), *budget],
             log=work / f"row{row}.train.log", env=env)
         (model / "done").touch()
     hyps = work / f"row{row}.test.txt"
@@ -94,10 +96,10 @@ def score(refs: Path, hyps: Path):
             "NLPCC R-SU4": nlpcc["rouge-su4"]["f"]}
 
 
-def write_table(work: Path, results, budget_minutes: float):
+def write_table(work: Path, results, budget: str):
     columns = ["NLPCC R-2", "NLPCC R-4", "NLPCC R-SU4", "R-1", "R-2", "R-L"]
     lines = [
-        f"# Shi et al. (2018) Table 1 at CPU scale: LCSTS PART_II, {budget_minutes:g} min of training each",
+        f"# Shi et al. (2018) Table 1 at CPU scale: LCSTS PART_II, {budget} of training each",
         "",
         "Accuracy: eq 17 on jieba words, best validation value (500 pairs, greedy). ROUGE: official ROUGE-1.5.5",
         "F1 (%) on the 500 test pairs, characters mapped to ids, whatever the training unit; beam 5.",
@@ -135,7 +137,8 @@ def plot_curves(work: Path, results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--budget-minutes", type=float, default=8.0, help="training time per row")
+    parser.add_argument("--updates", type=int, default=1200, help="updates per row")
+    parser.add_argument("--budget-minutes", type=float, help="training time per row, instead of --updates")
     parser.add_argument("--rows", default="1,2,3,4,5,6")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "shi2018")
     args = parser.parse_args()
@@ -145,11 +148,16 @@ def main():
     args.work.mkdir(parents=True, exist_ok=True)
 
     data, w2v = prepare(args.work)
+    if args.budget_minutes:
+        budget = ["--stop-time-hours", f"{args.budget_minutes / 60:.4f}", "--max-update", "10000000"]
+        budget_text = f"{args.budget_minutes:g} minutes"
+    else:
+        budget, budget_text = ["--max-update", str(args.updates)], f"{args.updates} updates"
     results = {}
     for row in (int(r) for r in args.rows.split(",")):
-        hyps, curve = train_and_test(row, args.work, data, w2v, args.budget_minutes)
+        hyps, curve = train_and_test(row, args.work, data, w2v, budget)
         results[row] = (curve, score(data / "ref" / "test.tgt", hyps))
-    write_table(args.work, results, args.budget_minutes)
+    write_table(args.work, results, budget_text)
     plot_curves(args.work, results)
     print(f"\nwrote {args.work / 'table1.md'} and {args.work / 'accuracy_curves.png'}")
 
