@@ -1,0 +1,230 @@
+"""Hub API (fairseq_plugins/hub.py), the visualiser's CLI and TensorBoard logging, on a tiny trained model.
+
+One module fixture trains pgn_lstm_small for a few updates on 200 SciTLDR-A documents through preprocess.sh and
+train.sh, with --tensorboard-logdir."""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN_OPTIONS = ["--max-update", "3", "--max-tokens", "1500"]
+GENERATION = ["--beam", "3", "--max-len-b", "20"]  # for generate.sh; the same options for summarize() below
+MARKER_DOC = "the <oov-2> token appears here literally , with a zyxwvut word ."
+
+
+def run(cmd, **kwargs):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            **kwargs)
+    if result.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def head(path: Path, count: int):
+    with path.open(encoding="utf-8") as f:
+        return [next(f).rstrip("\n") for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    work = tmp_path_factory.mktemp("hub")
+    raw = work / "raw"
+    raw.mkdir()
+    for split, count in (("train", 200), ("valid", 6), ("test", 6)):
+        for side in ("src", "tgt"):
+            lines = head(ROOT / "data" / "scitldr" / f"{split}.{side}", count)
+            (raw / f"{split}.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # the main job's config with shorter sources and targets: a faster fixture (2 shared cores)
+    config = work / "short.conf"
+    config.write_text('source "$ROOT/configs/scitldr_small.conf"\n'
+                      "PREP_ARGS+=(--max-source-len 150 --max-target-len 30)\n", encoding="utf-8")
+    data, model, tensorboard = work / "data", work / "model", work / "tensorboard"
+    run(["./preprocess.sh", "-c", str(config), str(raw), str(data)])
+    run(["./train.sh", "-c", str(config), str(data), str(model), *TRAIN_OPTIONS,
+         "--tensorboard-logdir", str(tensorboard)])
+    return work, data, model, tensorboard
+
+
+@pytest.fixture(scope="module")
+def summarizer(trained):
+    from fairseq_plugins.hub import Summarizer
+
+    _, _, model, _ = trained
+    return Summarizer.from_pretrained(model)
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Documents of pairwise different token counts (so that any input order gives the same batches)."""
+    tests = [" ".join(doc.split()[:words]) for doc, words in zip(head(ROOT / "data" / "scitldr" / "test.src", 3),
+                                                                   (100, 70, 40))]
+    return [tests[0], "", MARKER_DOC, "we propose a new method for training neural networks .", tests[1], tests[2]]
+
+
+def test_summarize_equals_generate_sh(trained, summarizer, documents, tmp_path):
+    _, data, model, _ = trained
+    (tmp_path / "docs.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
+    config = str(trained[0] / "short.conf")
+    script = run(["./generate.sh", "-c", config, "--input", str(tmp_path / "docs.txt"), str(data), str(model),
+                  *GENERATION])
+    expected = script.stdout.split("\n")
+    assert expected[-1] == "" and len(expected) - 1 == len(documents)
+    summaries = summarizer.summarize(documents, beam=3, max_len_b=20)
+    assert isinstance(summaries, list) and all(isinstance(s, str) for s in summaries)
+    assert summaries == expected[:-1]  # same preprocessing, beam search and OOV restoration, in input order
+    assert not any("<oov-" in s or "</s>" in s for s in summaries)
+
+
+def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, documents, tmp_path):
+    """A copy of the checkpoint that can only copy (p_gen = 0, uniform attention) writes the most frequent source
+    token: for the last document an OOV word, which both generate.sh and summarize() must restore."""
+    import torch
+
+    from fairseq_plugins.hub import Summarizer
+
+    _, data, model, _ = trained
+    copier = Summarizer.from_pretrained(model)  # a model of its own: the module's summarizer stays untouched
+    decoder = copier.model.decoder
+    with torch.no_grad():
+        decoder.readout.switch.proj.weight.zero_()
+        decoder.readout.switch.proj.bias.fill_(-200.0)
+        decoder.attention.v.weight.zero_()
+    state = torch.load(model / "checkpoint_best.pt", map_location="cpu")  # safe loading: register() allow-lists
+    state["model"] = copier.model.state_dict()
+    torch.save(state, model / "checkpoint_copy.pt")
+    docs = [MARKER_DOC, documents[0], "zyxwvut zyxwvut zyxwvut is a word ."]
+    (tmp_path / "docs.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    script = run(["./generate.sh", "-c", str(trained[0] / "short.conf"), "--checkpoint", "checkpoint_copy.pt",
+                  "--input", str(tmp_path / "docs.txt"), str(data), str(model), *GENERATION])
+    summaries = copier.summarize(docs, beam=3, max_len_b=20)
+    assert summaries == script.stdout.split("\n")[:-1]
+    assert summaries[-1].split()[:3] == ["zyxwvut"] * 3
+    source_words = set(MARKER_DOC.split()) | {"<", ">", "oov-2"}
+    assert set(summaries[0].split()) <= source_words  # only copying: every word comes from the source
+
+
+def test_one_summary_per_input_in_order(summarizer, documents):
+    lengths = [summarizer.prepare(doc)[0].numel() for doc in documents]
+    assert len(set(lengths)) == len(lengths) and lengths[1] == 1  # the empty document is just </s>
+    forward = summarizer.summarize(documents, beam=3, max_len_b=20, batch_size=4)  # two batches
+    backward = summarizer.summarize(documents[::-1], beam=3, max_len_b=20, batch_size=4)
+    assert len(forward) == len(documents)
+    assert forward[1].strip()  # the empty document gets a summary too (min_len 5 by default)
+    assert backward == forward[::-1]
+    assert summarizer.summarize([]) == []
+    with pytest.raises(TypeError):
+        summarizer.summarize("a single string is not a list of documents")
+
+
+def test_marker_like_token_and_oov_word_are_copyable_words(summarizer):
+    from fairseq_plugins.text.markers import marker
+
+    ids, marked, oov_words = summarizer.prepare(MARKER_DOC)
+    # the word tokenizer reads the raw "<oov-2>" as "<", "oov-2", ">"; "oov-2" and "zyxwvut" are outside the
+    # vocabulary, so each becomes a marker of its own and comes back verbatim after generation
+    assert "zyxwvut" in oov_words and "oov-2" in oov_words
+    for word in ("zyxwvut", "oov-2"):
+        assert marked.count(marker(oov_words.index(word))) == 1 and word not in marked
+    assert ids.numel() == len(marked) + 1 and ids[-1].item() == summarizer.src_dict.eos()
+    assert (ids[:-1] >= summarizer.model.decoder.num_regular).sum().item() == sum(
+        tok.startswith("<oov-") for tok in marked)  # markers are ids beyond the regular vocabulary
+
+
+def test_details_agree_with_summarize_and_the_equations(summarizer, documents):
+    texts = [MARKER_DOC, ""]
+    details = summarizer.summarize_with_details(texts, beam=3, max_len_b=20)
+    assert [d.text for d in details] == summarizer.summarize(texts, beam=3, max_len_b=20)
+    d = details[0]
+    ids, marked, oov_words = summarizer.prepare(MARKER_DOC)
+    T, S = len(d.summary_tokens), ids.numel()
+    assert d.attention.shape == (T, S) and d.coverage.shape == (T, S) and d.p_gen.shape == (T,)
+    assert d.source_markers == marked + ["</s>"]
+    assert d.source_tokens[d.source_markers.index(f"<oov-{oov_words.index('zyxwvut')}>")] == "zyxwvut"
+    assert "zyxwvut" not in d.source_markers
+    assert sum(d.source_oov) == sum(tok.startswith("<oov-") for tok in marked)
+    assert d.summary_markers[-1] == "</s>" and len(d.positional_scores) == T
+    np.testing.assert_allclose(d.attention.sum(axis=1), 1.0, rtol=1e-5)  # a distribution per step (eq 2)
+    assert ((d.p_gen > 0) & (d.p_gen < 1)).all()
+    # c^0 = 0 and c^t = sum of the attention before step t (eq 10)
+    np.testing.assert_allclose(d.coverage, np.vstack([np.zeros(S), np.cumsum(d.attention, axis=0)[:-1]]),
+                               rtol=1e-4, atol=1e-6)
+    # the words shown are the restored ones: the summary text is made of them (detokenization joins by spaces)
+    shown = [w for w in d.summary_tokens if w != "</s>"]
+    assert d.text == " ".join(shown)
+    empty = details[1]
+    assert empty.source_tokens == ["</s>"] and empty.attention.shape == (len(empty.summary_tokens), 1)
+
+
+def test_from_pretrained_with_data_dir(trained, summarizer, tmp_path):
+    from fairseq_plugins.hub import Summarizer
+
+    _, data, model, _ = trained
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(model / "checkpoint_best.pt", bare / "checkpoint_best.pt")
+    with pytest.raises(FileNotFoundError, match="prep.json"):
+        Summarizer.from_pretrained(bare)
+    # prep.json from the data dir and the dictionary from its bin/dict.src.txt: the same model
+    other = Summarizer.from_pretrained(bare, data_dir=data)
+    docs = [MARKER_DOC, head(ROOT / "data" / "scitldr" / "test.src", 1)[0]]
+    assert other.summarize(docs, beam=2, max_len_b=10) == summarizer.summarize(docs, beam=2, max_len_b=10)
+    with pytest.raises(FileNotFoundError, match="checkpoint"):
+        Summarizer.from_pretrained(model, checkpoint_file="checkpoint_nope.pt")
+
+
+def test_visualize_attention_cli(trained, summarizer, documents, tmp_path):
+    import matplotlib.image
+
+    from fairseq_plugins.visualize import png_layout
+
+    _, data, model, _ = trained
+    (tmp_path / "docs.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
+    html, png = tmp_path / "out.html", tmp_path / "out.png"
+    result = run([sys.executable, "scripts/visualize_attention.py", str(model), "--data-dir", str(data),
+                  "--input", str(tmp_path / "docs.txt"), "--index", "2", "--html", str(html), "--png", str(png),
+                  "--beam", "3", "--max-len-b", "20", "--quiet"])
+    details = summarizer.summarize_with_details([documents[2]], beam=3, max_len_b=20)[0]
+    assert result.stdout == details.text + "\n"
+    page = html.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.count('<tr data-step="') == len(details.summary_tokens)
+    assert "zyxwvut" in page
+    image = matplotlib.image.imread(png)
+    layout = png_layout(len(details.source_tokens), len(details.summary_tokens), True, True)
+    assert image.shape[:2] == (layout["height"], layout["width"])
+    bad = subprocess.run([sys.executable, "scripts/visualize_attention.py", str(model), "--input",
+                          str(tmp_path / "docs.txt"), "--index", "99", "--html", str(html)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "no line with index 99" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def read_scalars(event_file: Path):
+    """{tag: [steps]} of the scalar summaries in a TensorBoard event file (TFRecord framing, Event protos)."""
+    from tensorboardX.proto import event_pb2
+
+    data, offset, scalars = event_file.read_bytes(), 0, {}
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        event = event_pb2.Event()
+        event.ParseFromString(data[offset + 12:offset + 12 + length])  # skip length and its CRC
+        offset += 12 + length + 4  # record and its CRC
+        for value in event.summary.value:
+            if value.WhichOneof("value") == "simple_value":
+                scalars.setdefault(value.tag, []).append(event.step)
+    return scalars
+
+
+def test_tensorboard_logdir_writes_event_files(trained):
+    _, _, _, tensorboard = trained
+    for split in ("train", "valid"):
+        files = sorted((tensorboard / split).glob("events.out.tfevents.*"))
+        assert len(files) == 1, f"no event file for {split} in {tensorboard}"
+        scalars = read_scalars(files[0])
+        assert scalars.get("loss") == [3], scalars  # logged at the end of the epoch, after update 3
+        assert {"nll_loss", "coverage", "p_gen"} <= set(scalars)  # the criterion's own metrics too
