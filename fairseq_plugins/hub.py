@@ -13,11 +13,11 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
 
 ``summarize`` does what ``generate.sh --input`` does, with the same functions:
   1. tokenize, truncate and mark OOV words as ``summ-prepare --apply`` does (``text.tokenization.Tokenizer``,
-     ``text.prepare.mark_document``);
+     ``text.prepare.mark_source``);
   2. batch as ``fairseq-interactive --buffer-size 64 --batch-size B`` does (same task batch iterator, same order)
      and run fairseq's ``SequenceGenerator`` built by ``task.build_generator``;
   3. map markers back to the document's words and detokenize as ``summ-restore`` does
-     (``text.restore.restore_tokens``, ``text.tokenization.detokenize``).
+     (``text.restore.restore_summary``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
 The default options are those of ``configs/scitldr_small.conf`` (beam 5, max_len_a 0, max_len_b 60,
 min_len 5, batch size 32).  Every input gets exactly one summary, in order, an empty document included.
@@ -41,9 +41,9 @@ import torch
 
 import fairseq_plugins
 from fairseq_plugins.text import markers
-from fairseq_plugins.text.prepare import MarkStats, load_prep, mark_document, read_dict
-from fairseq_plugins.text.restore import restore_tokens
-from fairseq_plugins.text.tokenization import Tokenizer, detokenize
+from fairseq_plugins.text.prepare import MarkStats, load_prep, mark_source, read_dict
+from fairseq_plugins.text.restore import restore_summary
+from fairseq_plugins.text.tokenization import Tokenizer
 
 # generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
 INTERACTIVE_BUFFER_SIZE = 64
@@ -176,12 +176,8 @@ class Summarizer:
     # ------------------------------------------------------------------ preprocessing (summ-prepare --apply)
     def prepare(self, text: str):
         """(token ids with </s>, marked tokens, OOV words) of one raw document."""
-        text = text.replace("\n", " ")
-        tokens = self.tokenizer(text)
-        max_src = self.settings.get("max_source_len")
-        if max_src:
-            tokens = tokens[:max_src]
-        marked, _, oov_words = mark_document(tokens, None, self.vocab, self.num_markers, MarkStats())
+        marked, oov_words = mark_source(text.replace("\n", " "), self.tokenizer, self.vocab, self.num_markers,
+                                        self.settings.get("max_source_len"), MarkStats())
         ids = self.src_dict.encode_line(" ".join(marked), add_if_not_exist=False, append_eos=True).long()
         return ids, marked, oov_words
 
@@ -233,8 +229,7 @@ class Summarizer:
 
     def _restore(self, tokens, oov_words) -> str:
         counts = {"restored": 0, "unmatched": 0}
-        restored = restore_tokens(tokens, oov_words, drop_unk=False, counts=counts)
-        return detokenize(restored, self.settings["lang"], self.settings["unit"])
+        return restore_summary(tokens, oov_words, self.settings["lang"], self.settings["unit"], False, counts)[1]
 
     def summarize(self, texts: Sequence[str], beam: int = 5, max_len_a: float = 0, max_len_b: int = 60,
                   min_len: int = 5, lenpen: float = 1.0, batch_size: int = DEFAULT_BATCH_SIZE,

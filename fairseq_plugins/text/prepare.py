@@ -382,6 +382,17 @@ def load_prep(path):
     return prep, os.path.dirname(os.path.abspath(path))
 
 
+def mark_source(text, tokenizer, vocab, num_markers, max_src, stats):
+    """One raw source document as generation sees it: tokenized, truncated to ``max_src`` tokens (counted in
+    ``stats``), OOV words marked.  Returns (marked tokens, OOV words in marker order)."""
+    tokens = tokenizer(text)
+    stats.length("src", len(tokens), max_src)
+    if max_src:
+        tokens = tokens[:max_src]
+    marked, _, oov_words = mark_document(tokens, None, vocab, num_markers, stats)
+    return marked, oov_words
+
+
 def apply(args):
     prep, prep_dir = load_prep(args.apply)
     settings = prep["settings"]
@@ -401,11 +412,7 @@ def apply(args):
         ooov = atomic.open(args.out_prefix + ".oov")
         for _, line in read_lines(args.input):
             stats.documents += 1
-            toks = tokenizer(line)
-            stats.length("src", len(toks), max_src)
-            if max_src:
-                toks = toks[:max_src]
-            msrc, _, oov_words = mark_document(toks, None, vocab, n_markers, stats)
+            msrc, oov_words = mark_source(line, tokenizer, vocab, n_markers, max_src, stats)
             osrc.write(" ".join(msrc) + "\n")
             ooov.write("\t".join(oov_words) + "\n")
     report_split(display_name(args.input), stats, max_src, None)

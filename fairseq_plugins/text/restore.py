@@ -82,6 +82,12 @@ def restore_tokens(tokens, oov_words, drop_unk, counts):
     return out
 
 
+def restore_summary(tokens, oov_words, lang, unit, drop_unk, counts):
+    """Generated tokens -> (restored tokens, detokenized text) for one document."""
+    restored = restore_tokens(tokens, oov_words, drop_unk, counts)
+    return restored, detokenize(restored, lang, unit)
+
+
 def restore(args):
     prep, _ = load_prep(args.prep)
     lang, unit = prep["settings"]["lang"], prep["settings"]["unit"]
@@ -111,8 +117,7 @@ def restore(args):
             if oov_lines is not None:
                 _, line = next(oov_lines)
                 oov_words = line.split("\t") if line else []
-            tokens = restore_tokens(hypos[i], oov_words, args.drop_unk, counts)
-            text = detokenize(tokens, lang, unit)
+            tokens, text = restore_summary(hypos[i], oov_words, lang, unit, args.drop_unk, counts)
             counts["empty"] += not text
             out.write(text + "\n")
             if tok_out is not None:
