@@ -1,0 +1,406 @@
+"""``global_gate_gru``: a GRU encoder-decoder with global encoding and a selective gate (Song & Zhao 2020).
+
+Encoder (equation numbers are the paper's):
+    h_i     = [->h_i; <-h_i], a bidirectional GRU over word embeddings          (eqs 1-4)
+    u_s     = one learned vector in R^{2 d_h}, shared by the whole training set (the "global encoding")
+    u_i     = tanh(W_s h_i + b_s)                                               (eq 5)
+    alpha_i = softmax_i(u_i^T u_s)                                              (eq 6)
+    D       = sum_i alpha_i h_i                                                 (eq 7)
+    g_i     = sigmoid(W_g [h_i; u_s; D] + b_g)                                  (eq 8)
+    h'_i    = g_i (.) h_i                                                       (eq 9)
+Decoder, at each step t:
+    s_0     = tanh(W_d D + b_d)                                                 (eq 10)
+    s_t     = GRU([w_{t-1}; c_{t-1}], s_{t-1})      (c_0 = 0)                   (eq 11)
+    e_ti    = v_a^T tanh(W_a s_{t-1} + U_a h'_i + E_a u_s)                      (eq 18)
+    alpha_ti = softmax_i(e_ti)                                                  (eq 13)
+    c_t     = sum_i alpha_ti h'_i                                               (eq 14)
+    r_t     = W_r [w_{t-1}; c_t; s_t; u_s]                                      (eq 19)
+    m_t     = [max(r_{t,2j-1}, r_{t,2j})]_j                                     (eq 16; modules/maxout.py)
+    p(y_t)  = softmax(W_o m_t)                                                  (eq 17)
+Eqs 5-9 are modules/selective_gate.py; the attention is modules/coverage_attention.py without coverage, with
+``E_a u_s`` added to the projected keys once per document (it does not depend on the step).  The u_s term of
+eq 19 is likewise computed once per document (``readout_global``) and broadcast over the steps.
+
+Ablations (the paper's Table 2 rows):
+    --no-selective-gate   h'_i = h_i: no W_g, b_g.
+    --no-global-encoding  no u_s, W_s, b_s, E_a, nor the u_s columns of W_r: the attention is
+                          e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i) (eq 12) and r_t = W_r [w_{t-1}; c_t; s_t]
+                          (eq 15); D is the mean of the h_i, so eq 10 still initialises the decoder, and the
+                          gate (if kept) reads [h_i; D].
+With both flags the model is a plain attentional GRU encoder-decoder with a maxout readout.
+
+Note on u_s: it is a parameter, not a function of the input, so ``E_a u_s`` (eq 18), the u_s columns of W_r
+(eq 19) and of W_g (eq 8) each add a learned constant, the same for every document, i.e. act as biases (the
+attention's U_a already has one).  The input-dependent use of u_s is the query of the pooling of eq 6.
+
+No copy switch is added (the paper has none): P(w) is eq 17 over the regular vocabulary.  Per-document OOV
+markers (fairseq_plugins/text/markers.py) are embedded as ``<unk>``; at generation their log-probability is
+-inf (the distribution is padded to the width of the dictionary, as beam search needs), and a marker in a
+training target is scored as ``<unk>`` (as ``pgn_lstm --no-copy`` does), by ``get_target_probs`` (used by
+``focal_copy_coverage``, which then has no coverage loss and p_gen 1) and by ``get_targets`` (used by
+fairseq's ``cross_entropy``).
+
+Only the recurrent part (GRU cell, attention, context) runs inside the per-step loop; the readout, maxout and
+output projection run once over all steps afterwards.
+"""
+import logging
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq import utils
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+
+from fairseq_plugins.models.pgn_lstm import Embedding, Linear, MarkerAsUnk, flush_denormals
+from fairseq_plugins.modules.coverage_attention import CoverageAttention
+from fairseq_plugins.modules.maxout import Maxout
+from fairseq_plugins.modules.selective_gate import GlobalDocumentEncoding, SelectiveGate, masked_mean
+from fairseq_plugins.text.markers import first_marker_index
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_POSITIONS = int(1e5)
+MAXOUT_POOL = 2  # eq 16: max over pairs
+
+
+def GRU(input_size: int, hidden_size: int) -> nn.GRU:
+    m = nn.GRU(input_size, hidden_size, batch_first=True)
+    for name, param in m.named_parameters():
+        if "weight" in name or "bias" in name:
+            param.data.uniform_(-0.1, 0.1)
+    return m
+
+
+def GRUCell(input_size: int, hidden_size: int) -> nn.GRUCell:
+    m = nn.GRUCell(input_size, hidden_size)
+    for name, param in m.named_parameters():
+        if "weight" in name or "bias" in name:
+            param.data.uniform_(-0.1, 0.1)
+    return m
+
+
+def reverse_within_lengths(lengths: Tensor, max_len: int) -> Tensor:
+    """B x S positions that reverse each right-padded sequence inside its length and leave the padding in place:
+    i -> length - 1 - i for i < length, i -> i after.  The map is its own inverse."""
+    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)  # 1 x S
+    lengths = lengths.unsqueeze(1)  # B x 1
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)  # B x S
+
+
+class GlobalGateEncoder(FairseqEncoder):
+    """Bidirectional GRU encoder with global encoding and a selective gate.
+
+    The two directions are two unidirectional GRUs over the right-padded batch, the backward one reading each
+    document reversed inside its own length; this equals a bidirectional GRU over a packed sequence, without its
+    CPU backward pass, which zero-fills and accumulates a full-size input gradient at every time step (measured:
+    a third of a training step of global_gate_gru_small on LCSTS).
+
+    Returns a dict with batch-first tensors (the decoder attends batch-first):
+        outputs: B x S x C, the gated states h'_i (C = 2 x hidden_size; h_i without the gate),
+        padding_mask: B x S (True at padding), document: B x C (D),
+        global: B x C (u_s, only with global encoding).
+    """
+
+    def __init__(self, dictionary, embed_tokens, hidden_size=256, dropout_in=0.0, dropout_out=0.0,
+                 global_encoding=True, selective_gate=True, num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = embed_tokens
+        self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
+        self.dropout_in = nn.Dropout(dropout_in)
+        self.dropout_out = nn.Dropout(dropout_out)
+        self.gru_forward = GRU(embed_tokens.embedding_dim, hidden_size)  # ->h   (eqs 1-2)
+        self.gru_backward = GRU(embed_tokens.embedding_dim, hidden_size)  # <-h   (eqs 3-4)
+        self.output_units = 2 * hidden_size
+        self.global_encoding = GlobalDocumentEncoding(self.output_units) if global_encoding else None
+        self.gate = (
+            SelectiveGate(self.output_units, self.output_units if global_encoding else 0) if selective_gate else None
+        )
+        self.max_source_positions = max_positions
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, **unused):
+        # fairseq pads sources on the left; the GRUs want every document to start at position 0.
+        src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        bsz, src_len = src_tokens.size()
+        padding_mask = src_tokens.eq(self.padding_idx)  # B x S
+        x = self.dropout_in(self.embed_tokens(self.as_unk(src_tokens)))  # B x S x E
+        forward_states, _ = self.gru_forward(x)  # B x S x H   (->h_i; after a document's end: masked below)
+        reverse = reverse_within_lengths((~padding_mask).sum(dim=1), src_len).unsqueeze(2)  # B x S x 1
+        backward_states, _ = self.gru_backward(x.gather(1, reverse.expand_as(x)))  # B x S x H   (reversed order)
+        backward_states = backward_states.gather(1, reverse.expand_as(backward_states))  # B x S x H   (<-h_i)
+        states = torch.cat([forward_states, backward_states], dim=2)  # B x S x C   (h_i, eqs 1-4)
+        states = self.dropout_out(states.masked_fill(padding_mask.unsqueeze(2), 0.0))  # B x S x C
+        mask = padding_mask if padding_mask.any() else None
+        out = {"padding_mask": padding_mask}
+        if self.global_encoding is not None:
+            document, _ = self.global_encoding(states, mask)  # B x C   (D, eqs 5-7)
+            global_vector = self.global_encoding.global_vector(bsz)  # B x C   (u_s)
+            out["global"] = global_vector
+        else:
+            document = masked_mean(states, mask)  # B x C   (D as a plain mean: the ablation)
+            global_vector = None
+        if self.gate is not None:
+            states, _ = self.gate(states, document, global_vector)  # B x S x C   (h'_i, eqs 8-9)
+        out["outputs"] = states  # B x S x C
+        out["document"] = document  # B x C
+        return out
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
+        return {key: value.index_select(0, new_order) for key, value in encoder_out.items()}
+
+    def max_positions(self):
+        return self.max_source_positions
+
+
+class GlobalGateDecoder(FairseqIncrementalDecoder):
+    """GRU decoder with (global-encoding) additive attention and a maxout readout.
+
+    Args:
+        dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
+        embed_tokens: target embeddings (may be shared with the encoder).
+        encoder_output_units: size C of an encoder state (2 x encoder hidden size).
+        hidden_size: decoder GRU size.
+        out_embed_dim: size of m_t (eq 16); the readout r_t has twice as many units.
+        attention_dim: size inside the attention's tanh.
+        global_encoding: add E_a u_s (eq 18) and the u_s columns of W_r (eq 19).
+        share_input_output_embed: W_o of eq 17 is the (regular part of the) embedding matrix.
+        num_regular: size of the regular vocabulary (index of the first OOV marker).
+    """
+
+    def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=512, out_embed_dim=512,
+                 attention_dim=512, dropout_in=0.0, dropout_out=0.0, global_encoding=True,
+                 share_input_output_embed=False, num_regular=None, max_positions=DEFAULT_MAX_POSITIONS):
+        super().__init__(dictionary)
+        embed_dim = embed_tokens.embedding_dim
+        self.num_regular = num_regular or len(dictionary)
+        self.embed_tokens = embed_tokens
+        self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
+        self.dropout_in = nn.Dropout(dropout_in)
+        self.dropout_out = nn.Dropout(dropout_out)
+        self.hidden_size = hidden_size
+        self.global_encoding = global_encoding
+        self.max_target_positions = max_positions
+
+        self.init_state = Linear(encoder_output_units, hidden_size)  # W_d, b_d   (eq 10)
+        self.cell = GRUCell(embed_dim + encoder_output_units, hidden_size)  # eq 11
+        # W_a (query_proj), U_a + bias (key_proj), v_a: eqs 18/12, 13, 14.
+        self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim, coverage=False)
+        if global_encoding:
+            self.global_key_proj = Linear(encoder_output_units, attention_dim, bias=False)  # E_a   (eq 18)
+        # W_r of eq 19 split by input: [w_{t-1}; c_t; s_t] (changes every step) and u_s (constant).
+        self.readout = Linear(embed_dim + encoder_output_units + hidden_size, MAXOUT_POOL * out_embed_dim)
+        if global_encoding:
+            self.readout_global = Linear(encoder_output_units, MAXOUT_POOL * out_embed_dim, bias=False)
+        self.maxout = Maxout(MAXOUT_POOL)
+        self.share_input_output_embed = share_input_output_embed
+        if share_input_output_embed:
+            assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
+        else:
+            self.output_projection = Linear(out_embed_dim, self.num_regular)  # W_o   (eq 17)
+
+    # ------------------------------------------------------------------ recurrent part
+    def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        values = encoder_out["outputs"]  # B x S x C
+        keys = self.attention.project_keys(values)  # B x S x A   (U_a h'_i + b)
+        if self.global_encoding:
+            keys = keys + self.global_key_proj(encoder_out["global"]).unsqueeze(1)  # B x S x A   (+ E_a u_s, eq 18)
+        return {
+            "hidden": torch.tanh(self.init_state(encoder_out["document"])),  # B x H   (s_0, eq 10)
+            "context": values.new_zeros(values.size(0), values.size(2)),  # B x C   (c_0 = 0)
+            "keys": keys,  # B x S x A
+        }
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
+        """Runs the recurrence.  Returns the inputs B x T x E (w_{t-1}), states B x T x H (s_t), contexts
+        B x T x C (c_t) and the attention B x T x S (alpha_t)."""
+        state = self.get_incremental_state(incremental_state, "state") if incremental_state is not None else None
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        if state is None:
+            state = self.initial_state(encoder_out)
+        values, padding_mask = encoder_out["outputs"], encoder_out["padding_mask"]  # B x S x C, B x S
+        if not padding_mask.any():
+            padding_mask = None
+
+        embedded = self.dropout_in(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
+        hidden, context = state["hidden"], state["context"]  # B x H (s_{t-1}), B x C (c_{t-1})
+        outs, contexts, attns = [], [], []
+        for t in range(prev_output_tokens.size(1)):
+            # The attention reads s_{t-1}; the GRU reads c_{t-1}: both only depend on the previous step.
+            attn, new_context = self.attention(
+                state["keys"], values, hidden, None, padding_mask
+            )  # B x S, B x C   (alpha_t, c_t: eqs 18 or 12, 13, 14)
+            hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, eq 11)
+            context = new_context  # B x C
+            outs.append(hidden)
+            contexts.append(context)
+            attns.append(attn)
+
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "state", dict(state, hidden=hidden, context=context))
+        stack = lambda xs: torch.stack(xs, dim=1)  # noqa: E731  T x (B x D) -> B x T x D
+        return embedded, stack(outs), stack(contexts), stack(attns)
+
+    # ------------------------------------------------------------------ output part (outside the loop)
+    def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
+        embedded, states, contexts, attn = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        readout = self.readout(torch.cat([embedded, contexts, states], dim=2))  # B x T x 2M   (eq 19 / eq 15)
+        if self.global_encoding:
+            readout = readout + self.readout_global(encoder_out["global"]).unsqueeze(1)  # B x T x 2M   (+ u_s, eq 19)
+        features = self.dropout_out(self.maxout(readout))  # B x T x M   (m_t, eq 16)
+        logits = self.output_layer(features)  # B x T x V_reg   (eq 17, before the softmax)
+        return logits, {"attn": [attn]}
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        if self.share_input_output_embed:
+            return F.linear(features, self.embed_tokens.weight[: self.num_regular])  # ... x V_reg
+        return self.output_projection(features)  # ... x V_reg
+
+    def normalized_probs(self, net_output, log_probs: bool) -> Tensor:
+        """Eq 17 over the extended vocabulary: markers get probability 0 (log-probability -inf)."""
+        logits = net_output[0]  # B x T x V_reg
+        markers = len(self.dictionary) - self.num_regular
+        if log_probs:
+            log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg   (eq 17)
+            return F.pad(log_p, (0, markers), value=float("-inf"))  # B x T x V_ext
+        return F.pad(F.softmax(logits, dim=-1, dtype=torch.float32), (0, markers))  # B x T x V_ext
+
+    def target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) for B x T target ids, a marker being scored as ``<unk>`` (only copying could produce it)."""
+        log_probs = F.log_softmax(net_output[0], dim=-1, dtype=torch.float32)  # B x T x V_reg
+        return log_probs.gather(2, self.as_unk(target).unsqueeze(2)).squeeze(2).exp()  # B x T
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        state = self.get_incremental_state(incremental_state, "state")
+        if state is None:
+            return
+        reordered = {key: value.index_select(0, new_order) for key, value in state.items()}  # all batch-first
+        self.set_incremental_state(incremental_state, "state", reordered)
+
+    def max_positions(self):
+        return self.max_target_positions
+
+
+@register_model("global_gate_gru")
+class GlobalGateGRUModel(FairseqEncoderDecoderModel):
+    """Global encoding + selective gate GRU summarizer (no copy switch).  See the module docstring."""
+
+    @staticmethod
+    def add_args(parser):
+        # fmt: off
+        parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="encoder embedding dimension")
+        parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
+                            help="encoder GRU size per direction (states and u_s are 2N)")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="decoder embedding dimension")
+        parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder GRU size")
+        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
+                            help="size of the maxout output m_t (eq 16); the readout r_t is twice as large")
+        parser.add_argument("--attention-dim", type=int, metavar="N",
+                            help="size inside the attention tanh (default: encoder state size)")
+        parser.add_argument("--no-selective-gate", action="store_true",
+                            help="ablation: no selective gate, h'_i = h_i (eqs 8-9 removed)")
+        parser.add_argument("--no-global-encoding", action="store_true",
+                            help="ablation: no u_s; D is the mean of the encoder states, eqs 12/15 replace 18/19")
+        parser.add_argument("--share-decoder-input-output-embed", action="store_true",
+                            help="use the decoder embeddings as W_o (eq 17)")
+        parser.add_argument("--share-all-embeddings", action="store_true",
+                            help="one embedding matrix for encoder and decoder (joined dictionary)")
+        parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
+        parser.add_argument("--dropout-out", type=float, metavar="D",
+                            help="dropout on the encoder states and on the maxout output")
+        # fmt: on
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        flush_denormals()
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        num_regular = first_marker_index(tgt_dict)
+        if args.share_all_embeddings:
+            if src_dict != tgt_dict or args.encoder_embed_dim != args.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings needs a joined dictionary and equal embedding sizes")
+        encoder_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
+        decoder_embed = (
+            encoder_embed if args.share_all_embeddings
+            else Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
+        )
+        global_encoding = not args.no_global_encoding
+        encoder = GlobalGateEncoder(
+            src_dict, encoder_embed, hidden_size=args.encoder_hidden_size, dropout_in=args.dropout_in,
+            dropout_out=args.dropout_out, global_encoding=global_encoding, selective_gate=not args.no_selective_gate,
+            num_regular=first_marker_index(src_dict),
+            max_positions=getattr(args, "max_source_positions", DEFAULT_MAX_POSITIONS),
+        )
+        decoder = GlobalGateDecoder(
+            tgt_dict, decoder_embed, encoder_output_units=encoder.output_units,
+            hidden_size=args.decoder_hidden_size, out_embed_dim=args.decoder_out_embed_dim,
+            attention_dim=args.attention_dim or encoder.output_units, dropout_in=args.dropout_in,
+            dropout_out=args.dropout_out, global_encoding=global_encoding,
+            share_input_output_embed=args.share_decoder_input_output_embed, num_regular=num_regular,
+            max_positions=getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS),
+        )
+        logger.info("global_gate_gru: %d regular words, %d OOV markers (scored as <unk>, no copying), "
+                    "global encoding=%s, selective gate=%s",
+                    num_regular, len(tgt_dict) - num_regular, global_encoding, encoder.gate is not None)
+        return cls(encoder, decoder)
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """log P(w) or P(w) over the extended vocabulary (width len(dictionary)); markers: -inf / 0."""
+        return self.decoder.normalized_probs(net_output, log_probs)
+
+    def get_target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) per position (B x T), for the criterions; a marker target is scored as ``<unk>``."""
+        return self.decoder.target_probs(net_output, target)
+
+    def get_targets(self, sample, net_output):
+        """Targets for fairseq's own criterions (cross_entropy): markers mapped to ``<unk>``."""
+        return self.decoder.as_unk(sample["target"])
+
+
+@register_model_architecture("global_gate_gru", "global_gate_gru")
+def base_architecture(args):
+    args.dropout = getattr(args, "dropout", 0.3)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 512)
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_embed_dim)
+    args.attention_dim = getattr(args, "attention_dim", None)
+    args.no_selective_gate = getattr(args, "no_selective_gate", False)
+    args.no_global_encoding = getattr(args, "no_global_encoding", False)
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
+    args.dropout_in = getattr(args, "dropout_in", args.dropout)
+    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+
+
+@register_model_architecture("global_gate_gru", "global_gate_gru_song2020")
+def global_gate_gru_song2020(args):
+    """Song & Zhao (2020): embeddings 512, encoder GRU 256 per direction, decoder GRU 512, dropout 0.5 (Adam
+    1e-3 halved on plateau and batch 32 are training options: configs/song2020_lcsts.conf)."""
+    args.dropout = getattr(args, "dropout", 0.5)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 512)
+    base_architecture(args)
+
+
+@register_model_architecture("global_gate_gru", "global_gate_gru_small")
+def global_gate_gru_small(args):
+    """A CPU-sized model for quick experiments: embeddings 128 (shared), encoder 128 per direction, decoder 256."""
+    args.dropout = getattr(args, "dropout", 0.2)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 128)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
+    base_architecture(args)
