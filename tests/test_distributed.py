@@ -1,0 +1,164 @@
+"""Multi-process training without Slurm (scripts/launch/torchrun_train.sh -> fairseq_worker.py on CPU, gloo).
+
+Two processes with --update-freq 1 must train exactly like one process with --update-freq 2:
+- fairseq builds the same list of batches on every rank (same seed, same epoch shuffle) and gives rank r the
+  batches r, r+W, r+2W... (ShardedIterator); one process with --update-freq 2 groups the same list as
+  (b0, b1), (b2, b3)... so update k sees the same two batches either way;
+- the gradient is the sum over both batches divided by their total sample size in both cases (legacy_ddp
+  averages over ranks and the trainer multiplies back by the world size); logging outputs are summed likewise;
+- the per-update seed is seed + num_updates on every rank, and dropout is off, so nothing random differs.
+Only the order of floating-point additions differs, hence a tolerance.
+
+The helpers at the top are shared with tests/test_fault_tolerance.py and tests/test_slurm.py.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = str(Path(sys.executable).parent)
+# A tiny deterministic run: no dropout, no validation, fixed seed, a log line per update.
+TINY = ["--dropout", "0", "--disable-validation", "--log-interval", "1", "--seed", "3", "--max-tokens", "3000"]
+_FIELD = re.compile(r"(\w+)=(-?[\d.]+(?:e[-+]?\d+)?|inf|nan)")
+
+
+def env(**extra) -> dict:
+    """The environment of the project's commands: venv first on PATH, one thread each (2 shared cores)."""
+    variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    variables.update(extra)
+    return variables
+
+
+def run(cmd, timeout=600, check=True, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=kwargs.pop("env", env()), capture_output=True,
+                            text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
+                             f"{result.stderr[-4000:]}")
+    return result
+
+
+def prepare_data(work: Path, train=300, valid=30, test=25) -> Path:
+    """A slice of the shipped SciTLDR-A sample, preprocessed with preprocess.sh (about 5 s)."""
+    raw = work / "raw"
+    raw.mkdir(parents=True)
+    for split, count in (("train", train), ("valid", valid), ("test", test)):
+        for side in ("src", "tgt"):
+            with (ROOT / "data" / "scitldr" / f"{split}.{side}").open(encoding="utf-8") as f:
+                lines = [next(f) for _ in range(count)]
+            (raw / f"{split}.{side}").write_text("".join(lines), encoding="utf-8")
+    data = work / "data"
+    run(["./preprocess.sh", raw, data])
+    return data
+
+
+def train_updates(log: str) -> list:
+    """Every per-update 'train_inner' log line of a fairseq-train log, as dicts of floats, in log order."""
+    updates = []
+    for line in log.splitlines():
+        if "train_inner" in line and "num_updates=" in line:
+            updates.append({key: float(value) for key, value in _FIELD.findall(line)})
+    return updates
+
+
+def load_checkpoint(path: Path) -> dict:
+    """A fairseq checkpoint loaded with torch's safe loading (the plugin allow-lists its classes)."""
+    import torch
+
+    import fairseq_plugins
+    fairseq_plugins.register()
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_updates(got: list, expected: list, fields=("loss", "nll_loss", "coverage", "gnorm"), tol=2e-3):
+    """Per-update logged values agree (they are printed rounded to 3-4 decimals, hence the tolerance)."""
+    assert [u["num_updates"] for u in got] == [u["num_updates"] for u in expected]
+    for mine, theirs in zip(got, expected):
+        assert mine["wpb"] == theirs["wpb"] and mine["bsz"] == theirs["bsz"], (mine, theirs)  # same batches
+        for field in fields:
+            assert abs(mine[field] - theirs[field]) <= tol, (field, mine, theirs)
+
+
+def assert_same_weights(a: Path, b: Path, atol=1e-5):
+    import torch
+
+    model_a, model_b = load_checkpoint(a)["model"], load_checkpoint(b)["model"]
+    assert model_a.keys() == model_b.keys()
+    for name in model_a:
+        assert torch.allclose(model_a[name], model_b[name], atol=atol, rtol=1e-4), name
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return prepare_data(tmp_path_factory.mktemp("distributed"))
+
+
+@pytest.fixture(scope="module")
+def two_processes(data, tmp_path_factory):
+    """4 updates of 2 CPU processes (torchrun, gloo), --update-freq 1: (save dir, log)."""
+    save = tmp_path_factory.mktemp("two") / "model"
+    result = run(["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", data, save, *TINY, "--max-update", "4"])
+    return save, result.stdout + result.stderr
+
+
+def test_two_processes_train_like_one_process_with_update_freq_2(data, two_processes, tmp_path):
+    save_two, log_two = two_processes
+    assert "training on 2 devices" in log_two
+    assert "rank 0/2" in log_two and "rank 1/2" in log_two  # two real processes, one per rank
+    one = run(["./train.sh", data, tmp_path / "one", *TINY, "--max-update", "4", "--update-freq", "2"])
+    log_one = one.stdout + one.stderr
+    assert "training on 1 devices" in log_one
+
+    curve_two, curve_one = train_updates(log_two), train_updates(log_one)
+    assert [u["num_updates"] for u in curve_two] == [1, 2, 3, 4]
+    assert_same_updates(curve_two, curve_one)
+    assert len({u["loss"] for u in curve_one}) > 1  # a real curve, not a constant
+    # The strongest check: after 4 Adam updates the weights are the same up to summation order.
+    assert_same_weights(save_two / "checkpoint_last.pt", tmp_path / "one" / "checkpoint_last.pt")
+
+
+def test_one_process_with_half_the_batch_differs(data, two_processes, tmp_path):
+    """The comparison above can fail: without --update-freq 2 one process sees half the batch per update."""
+    save_two, log_two = two_processes
+    half = run(["./train.sh", data, tmp_path / "half", *TINY, "--max-update", "4"])
+    curve_half, curve_two = train_updates(half.stdout + half.stderr), train_updates(log_two)
+    assert len(curve_half) == len(curve_two) == 4
+    assert all(h["bsz"] < t["bsz"] for h, t in zip(curve_half, curve_two))
+    with pytest.raises(AssertionError):
+        assert_same_weights(tmp_path / "half" / "checkpoint_last.pt", save_two / "checkpoint_last.pt")
+
+
+def test_sigterm_to_torchrun_saves_on_every_rank_and_the_same_command_resumes(data, two_processes, tmp_path):
+    """torchrun forwards SIGTERM to the workers; they finish the update together, rank 0 saves, they stop."""
+    import signal
+    import time
+
+    command = ["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", data, tmp_path / "model", *TINY,
+               "--max-update", "6"]
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        first = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env(), stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.time() + 180
+        while "num_updates=2," not in log.read_text():
+            assert first.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        first.send_signal(signal.SIGTERM)  # torchrun_train.sh has exec'd torchrun
+        first.wait(timeout=120)
+    text = log.read_text()
+    assert text.count("fairseq_worker: got signal SIGTERM") == 2  # both ranks
+    k = int(re.search(r"stopped on a signal after update (\d+)", text).group(1))
+    assert re.search(rf"Saved checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates", text)
+    assert [u["num_updates"] for u in train_updates(text)] == list(range(1, k + 1))
+
+    second = run(command)
+    log_two = second.stdout + second.stderr
+    assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates\)", log_two)
+    resumed = train_updates(log_two)
+    assert [u["num_updates"] for u in resumed] == list(range(k + 1, 7))
+    _, uninterrupted = two_processes
+    overlap = [u for u in resumed if u["num_updates"] <= 4]
+    assert_same_updates(overlap, train_updates(uninterrupted)[k:4])
