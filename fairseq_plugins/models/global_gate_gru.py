@@ -60,8 +60,9 @@ from fairseq.models import (
     register_model_architecture,
 )
 
-from fairseq_plugins.models.pgn_lstm import Embedding, Linear, MarkerAsUnk, flush_denormals
+from fairseq_plugins.models.pgn_lstm import Embedding, Linear, flush_denormals
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
+from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
 from fairseq_plugins.modules.maxout import Maxout
 from fairseq_plugins.modules.selective_gate import GlobalDocumentEncoding, SelectiveGate, masked_mean
 from fairseq_plugins.text.markers import first_marker_index
@@ -206,6 +207,7 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
             assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
         else:
             self.output_projection = Linear(out_embed_dim, self.num_regular)  # W_o   (eq 17)
+        self.vocab_output = RegularVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk())
 
     # ------------------------------------------------------------------ recurrent part
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -267,17 +269,11 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
 
     def normalized_probs(self, net_output, log_probs: bool) -> Tensor:
         """Eq 17 over the extended vocabulary: markers get probability 0 (log-probability -inf)."""
-        logits = net_output[0]  # B x T x V_reg
-        markers = len(self.dictionary) - self.num_regular
-        if log_probs:
-            log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg   (eq 17)
-            return F.pad(log_p, (0, markers), value=float("-inf"))  # B x T x V_ext
-        return F.pad(F.softmax(logits, dim=-1, dtype=torch.float32), (0, markers))  # B x T x V_ext
+        return self.vocab_output.probs(net_output[0], log_probs)  # B x T x V_ext
 
     def target_probs(self, net_output, target: Tensor) -> Tensor:
         """P(target) for B x T target ids, a marker being scored as ``<unk>`` (only copying could produce it)."""
-        log_probs = F.log_softmax(net_output[0], dim=-1, dtype=torch.float32)  # B x T x V_reg
-        return log_probs.gather(2, self.as_unk(target).unsqueeze(2)).squeeze(2).exp()  # B x T
+        return self.vocab_output.target_probs(net_output[0], target)  # B x T
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         state = self.get_incremental_state(incremental_state, "state")

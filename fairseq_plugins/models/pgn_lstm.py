@@ -39,6 +39,7 @@ from fairseq.models import (
 
 from fairseq_plugins.modules.copy_mixture import CopyMixture, GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
+from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
 from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
 from fairseq_plugins.text.markers import first_marker_index
 
@@ -88,18 +89,6 @@ def flush_denormals() -> None:
     operation touching them, including the coverage vector that sums them, then runs 10-20x slower: a
     validation pass measured 72 s instead of 6 s.  Rounding them to zero changes no result that matters."""
     torch.set_flush_denormal(True)
-
-
-class MarkerAsUnk(nn.Module):
-    """Maps per-document OOV marker ids (>= num_regular) to ``<unk>`` before an embedding lookup."""
-
-    def __init__(self, num_regular: int, unk_idx: int):
-        super().__init__()
-        self.num_regular = num_regular
-        self.unk_idx = unk_idx
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        return tokens.masked_fill(tokens >= self.num_regular, self.unk_idx)
 
 
 class SeeReadout(nn.Module):
@@ -264,6 +253,8 @@ class PGNDecoder(FairseqIncrementalDecoder):
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
         if copy:
             self.mixture = CopyMixture(self.num_regular, len(dictionary))
+        else:
+            self.vocab_output = RegularVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk())
 
     # ------------------------------------------------------------------ recurrent part
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -338,8 +329,7 @@ class PGNDecoder(FairseqIncrementalDecoder):
         """P(w) over the extended vocabulary: eq 9, or eq 5 padded with zeros for the markers."""
         logits, extra = net_output
         if not self.copy:
-            probs = F.softmax(logits, dim=-1, dtype=torch.float32)
-            return F.pad(probs, (0, len(self.dictionary) - self.num_regular))
+            return self.vocab_output.probs(logits, log_probs=False)
         return self.mixture.full(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"])
 
     def target_probs(self, net_output, target: Tensor) -> Tensor:
@@ -349,9 +339,7 @@ class PGNDecoder(FairseqIncrementalDecoder):
         baseline, where every OOV word is UNK)."""
         logits, extra = net_output
         if not self.copy:
-            target = self.as_unk(target)
-            log_probs = F.log_softmax(logits, dim=-1, dtype=torch.float32)
-            return log_probs.gather(2, target.unsqueeze(2)).squeeze(2).exp()
+            return self.vocab_output.target_probs(logits, target)
         return self.mixture.at(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"], target)
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
