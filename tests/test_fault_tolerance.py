@@ -159,16 +159,13 @@ def test_kill_9_during_the_copy_to_checkpoint_last_truncates_it_and_the_guard_re
     assert 0 < last.stat().st_size < full  # fairseq left a half-written checkpoint_last.pt in place
     with pytest.raises(Exception):
         load_checkpoint(last)
-    restart = run(command + ["--max-update", "1"], check=False)  # plain fairseq cannot resume from it
-    assert restart.returncode != 0 and "checkpoint_last.pt" in restart.stdout + restart.stderr
-
+    # fairseq-train itself would die loading it; train.sh first runs the guard, which puts back the newest
+    # complete checkpoint, and training resumes from there.
     interval = sorted(save.glob("checkpoint_1_*.pt"), key=lambda p: int(p.stem.split("_")[-1]))
     newest = int(interval[-1].stem.split("_")[-1])  # written atomically before the copy began
-    guard = run([sys.executable, "scripts/launch/checkpoint_guard.py", save])
-    assert f"restored checkpoint_last.pt from checkpoint_1_{newest}.pt ({newest} updates)" in guard.stderr
-    assert (save / "checkpoint_last.pt.corrupt").exists()
-    assert load_checkpoint(last)["optimizer_history"][-1]["num_updates"] == newest
     resumed = run(command[:-2] + ["--max-update", str(newest + 1)])
+    assert f"restored checkpoint_last.pt from checkpoint_1_{newest}.pt ({newest} updates)" in resumed.stderr
+    assert (save / "checkpoint_last.pt.corrupt").exists()
     assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {newest} updates\)", resumed.stdout)
     assert [u["num_updates"] for u in train_updates(resumed.stdout)] == [newest + 1]
     # A complete checkpoint_last.pt is left alone.

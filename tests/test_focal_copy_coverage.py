@@ -100,5 +100,10 @@ def test_non_finite_loss_is_reported_with_the_batch(model):
     with torch.no_grad():
         model.decoder.readout.pre_output.weight.fill_(float("nan"))
     criterion = FocalCopyCoverageCriterion(Task(), 0.25, 1.0, 1.0, "sequence", False)
-    with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan .*dataset ids 0, 1\)"):
-        criterion(model, sample)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan in validation on a batch of 2 samples "
+                                                 r"\(dataset ids 0, 1\); terms: focal=nan"):
+        criterion(model, sample)  # the fixture's model is in eval mode; no task told it the update
+    criterion.current_update = 4  # as the summarization task's train_step does
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan at update 4 on a batch of 2 samples "
+                                                 r"\(dataset ids 0, 1\).*still those after update 3"):
+        criterion(model.train(), sample)

@@ -14,7 +14,17 @@ and the batch loss is the mean over summaries (fairseq's sample_size = number of
 averages over all target tokens of the batch instead, as fairseq's own criterions do.
 
 Logged separately (per target token): nll_loss (base 2, so ppl = 2^nll), focal, coverage, p_gen (mean).
+
+A non-finite training loss is never back-propagated.  ``--on-nonfinite stop`` (default) raises
+NonFiniteLossError naming the update (as fairseq logs ``num_updates``), the batch's dataset ids and the loss
+terms; fairseq-train saves the (still good) parameters to crash.pt and exits, and checkpoint_last.pt keeps the
+last saved update.
+``--on-nonfinite skip`` (needs ``--task summarization``) logs a warning with the same details and skips the
+update: the task does not call the optimizer, so parameters and optimizer state (Adam's moments and step
+count) stay bit-identical; fairseq's update counter and learning-rate schedule still advance by one.  Skips
+are counted in the logged ``nonfinite_skipped``.  A non-finite validation loss always raises.
 """
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -27,6 +37,9 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 PROB_EPS = 1e-12  # P(w_t) is floored here before the log: P is exactly 0 for an uncopyable marker
 LOSS_AVERAGE = ChoiceEnum(["sequence", "token"])
+ON_NONFINITE = ChoiceEnum(["stop", "skip"])
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,6 +49,11 @@ class FocalCopyCoverageConfig(FairseqDataclass):
     coverage_lambda: float = field(default=1.0, metadata={"help": "weight of the coverage loss (0 = off)"})
     loss_average: LOSS_AVERAGE = field(
         default="sequence", metadata={"help": "sequence: eq 16, mean over each summary's steps; token: over tokens"}
+    )
+    on_nonfinite: ON_NONFINITE = field(
+        default="stop",
+        metadata={"help": "non-finite training loss: stop (raise, naming the update and samples) or skip the "
+                          "update (parameters and optimizer state unchanged; needs --task summarization)"},
     )
     sentence_avg: bool = II("optimization.sentence_avg")
 
@@ -58,13 +76,22 @@ class NonFiniteLossError(FloatingPointError):
 
 @register_criterion("focal_copy_coverage", dataclass=FocalCopyCoverageConfig)
 class FocalCopyCoverageCriterion(FairseqCriterion):
-    def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg):
+    def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg,
+                 on_nonfinite="stop"):
         super().__init__(task)
         self.alpha = focal_alpha
         self.gamma = focal_gamma
         self.coverage_lambda = coverage_lambda
         self.per_sequence = loss_average == "sequence"
         self.padding_idx = task.target_dictionary.pad()
+        if on_nonfinite == "skip" and not getattr(task, "skips_nonfinite_updates", False):
+            raise ValueError(f"--on-nonfinite skip needs --task summarization (it skips the optimizer step); "
+                             f"task {type(task).__name__} cannot skip an update")
+        self.on_nonfinite = on_nonfinite
+        # The update being computed, numbered as fairseq logs num_updates (the first update is 1); set by the
+        # summarization task's train_step.  None: unknown.
+        self.current_update = None
+        self.skipped_updates = 0  # in this process
 
     def forward(self, model, sample, reduce=True):
         net_output = model(**sample["net_input"])
@@ -81,22 +108,53 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
             loss = (loss_t * mask).sum()
             sample_size = int(ntokens.item())
         if not torch.isfinite(loss):
-            ids = sample["id"].tolist()
-            shown = ", ".join(map(str, ids[:20])) + (", ..." if len(ids) > 20 else "")
+            if self.on_nonfinite == "skip" and model.training:
+                return self.skip_batch(model, sample, loss, terms, mask)
+            update = self.current_update
             raise NonFiniteLossError(
-                f"focal_copy_coverage: non-finite loss {loss.item()} on a batch of {len(ids)} samples "
-                f"(dataset ids {shown}); terms: " + ", ".join(
-                    f"{name}={(value * mask).sum().item():.4g}" for name, value in terms.items())
+                self.describe_nonfinite(model, sample, loss, terms, mask) + ". Nothing was back-propagated: "
+                + (f"the parameters are still those after update {update - 1}. " if model.training and update
+                   else "the parameters are unchanged. ")
+                + "--on-nonfinite skip skips such training updates instead."
             )
-        logging_output = {
-            "loss": loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": target.size(0),
-            "sample_size": sample_size,
-        }
-        for name, value in terms.items():
-            logging_output[name] = (value * mask).sum().data
-        return loss, sample_size, logging_output
+        term_sums = {name: (value * mask).sum().data for name, value in terms.items()}
+        return loss, sample_size, self.make_logging_output(
+            loss.data, sample["ntokens"], target.size(0), sample_size, term_sums, skipped=0)
+
+    def make_logging_output(self, loss, ntokens, nsentences, sample_size, term_sums, skipped):
+        """The same keys, in the same order and of the same types, for a normal and a skipped batch: fairseq
+        all-reduces the logging outputs of the workers as one flat buffer built in key order."""
+        logging_output = {"loss": loss, "ntokens": ntokens, "nsentences": nsentences, "sample_size": sample_size}
+        logging_output.update(term_sums)
+        if self.on_nonfinite == "skip":
+            logging_output["nonfinite_skipped"] = skipped
+        return logging_output
+
+    def describe_nonfinite(self, model, sample, loss, terms, mask) -> str:
+        """'non-finite loss nan at update 7 on a batch of 12 samples (dataset ids ...); terms: focal=nan, ...'."""
+        update = self.current_update
+        if model.training:
+            where = f"at update {update}" if update is not None else "in training (update number unknown)"
+        else:
+            where = f"in validation after update {update}" if update is not None else "in validation"
+        ids = sample["id"].tolist()
+        shown = ", ".join(map(str, ids[:20])) + (", ..." if len(ids) > 20 else "")
+        values = ", ".join(f"{name}={(value * mask).sum().item():.4g}" for name, value in terms.items())
+        return (f"focal_copy_coverage: non-finite loss {loss.item()} {where} on a batch of {len(ids)} samples "
+                f"(dataset ids {shown}); terms: {values}")
+
+    def skip_batch(self, model, sample, loss, terms, mask):
+        """--on-nonfinite skip: warn, and return an exactly-zero loss that reaches every trainable parameter (so
+        backward runs as usual, also under DDP, and gives zero gradients, never NaN ones), sample size 0, and a
+        logging output with nonfinite_skipped=1, which tells the summarization task to skip the optimizer step."""
+        self.skipped_updates += 1
+        logger.warning("%s. Skipping the update: parameters and optimizer state unchanged (%d skipped so far "
+                       "in this process).", self.describe_nonfinite(model, sample, loss, terms, mask),
+                       self.skipped_updates)
+        zero = sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+        term_sums = {name: torch.zeros((), dtype=value.dtype, device=value.device) for name, value in terms.items()}
+        return zero, 0, self.make_logging_output(
+            torch.zeros((), dtype=loss.dtype, device=loss.device), 0, 0, 0, term_sums, skipped=1)
 
     def token_terms(self, model, net_output, target):
         """Per-token focal loss, NLL, coverage loss and p_gen (zeros where the model has none)."""
@@ -117,6 +175,9 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
         for key in ("focal", "coverage", "p_gen"):
             metrics.log_scalar(key, total(key) / max(ntokens, 1), ntokens, round=4)
+        skipped = total("nonfinite_skipped")
+        if skipped:
+            metrics.log_scalar_sum("nonfinite_skipped", skipped, priority=300, round=0)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

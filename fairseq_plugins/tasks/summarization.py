@@ -10,6 +10,11 @@ not a multiple of ``--required-batch-size-multiple`` (default 8): validation los
 ``fairseq-generate`` writes fewer hypotheses than there are inputs.  This task always batches with a multiple
 of 1, so every document is trained on, validated and summarized.  Everything else is
 ``--task translation``: ``-s src -t tgt``, a joined dictionary with the OOV markers of summ-prepare.
+
+Non-finite losses (``--criterion focal_copy_coverage --on-nonfinite``): ``train_step`` tells the criterion which
+update it computes, so its error or warning names it.  When the criterion reports a skipped batch, this task
+does not call the optimizer for that update (``optimizer_step``): the parameters and the optimizer state are
+left exactly as they were.  With several workers the decision is all-reduced, so every worker skips together.
 """
 import contextlib
 import json
@@ -17,9 +22,11 @@ import logging
 from argparse import Namespace
 from dataclasses import dataclass, field
 
+import torch
 from omegaconf import OmegaConf, open_dict
 
 from fairseq import metrics, utils
+from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -41,6 +48,35 @@ class SummarizationConfig(TranslationConfig):
 
 @register_task("summarization", dataclass=SummarizationConfig)
 class SummarizationTask(TranslationTask):
+    skips_nonfinite_updates = True  # focal_copy_coverage --on-nonfinite skip relies on optimizer_step below
+    _skip_update = None  # update_num (as fairseq passes it) whose optimizer step must not run
+    _may_skip = False  # the criterion skips non-finite batches (then workers agree on every update)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
+        # fairseq's update_num counts the updates already done; the one computed now is logged as update_num + 1.
+        if hasattr(criterion, "current_update"):
+            criterion.current_update = update_num + 1
+        self._may_skip = getattr(criterion, "on_nonfinite", None) == "skip"
+        loss, sample_size, logging_output = super().train_step(
+            sample, model, criterion, optimizer, update_num, ignore_grad=ignore_grad, **kwargs)
+        if logging_output.get("nonfinite_skipped"):
+            self._skip_update = update_num
+        return loss, sample_size, logging_output
+
+    def optimizer_step(self, optimizer, model, update_num):
+        skip = self._skip_update == update_num
+        if self._may_skip and distributed_utils.get_data_parallel_world_size() > 1:  # every worker skips, or none
+            flag = torch.tensor([float(skip)], device=next(model.parameters()).device)
+            flag = distributed_utils.all_reduce(flag, group=distributed_utils.get_data_parallel_group())
+            if flag.item() > 0 and not skip:
+                logger.warning("skipping update %d: a non-finite loss on another worker", update_num + 1)
+            skip = flag.item() > 0
+        self._skip_update = None
+        if skip:
+            optimizer.zero_grad()  # the batch's gradients are dropped, the optimizer is not called
+            return
+        super().optimizer_step(optimizer, model, update_num)
+
     def get_batch_iterator(self, dataset, **kwargs):
         multiple = kwargs.get("required_batch_size_multiple", 1)
         if multiple != 1:
