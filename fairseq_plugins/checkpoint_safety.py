@@ -2,7 +2,7 @@
 
 A fairseq checkpoint is mostly tensors and plain containers, plus a few Python objects in its configuration
 (an ``argparse.Namespace`` for models configured by command-line flags, enums, numpy scalars in the training
-state).  Instead of switching safe loading off for the whole process (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``),
+state).  Instead of switching safe loading off for the whole process (torch's environment override),
 we add exactly those classes to torch's allow-list.  Anything else in a checkpoint still fails to load.
 """
 import argparse
