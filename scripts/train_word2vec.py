@@ -41,7 +41,7 @@ try:
 except ImportError:  # run from a checkout without the editable install
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fairseq_plugins.text.prepare import _raw_files, load_prep
+from fairseq_plugins.text.prepare import _raw_files, load_prep, tokenizer_from_prep
 from fairseq_plugins.text.textio import UserError, read_lines, run_cli
 from fairseq_plugins.text.tokenization import DEFAULT_UNIT, LANGS, Tokenizer, check_unit
 
@@ -94,14 +94,7 @@ def make_tokenizer(args):
             raise UserError("--prep sets the tokenization: do not combine it with "
                             "--lang/--unit/--lowercase/--sp-model")
         prep, prep_dir = load_prep(args.prep)
-        settings = prep["settings"]
-        sp_path = None
-        if prep["files"].get("sp_model"):
-            sp_path = os.path.join(prep_dir, prep["files"]["sp_model"])
-            if not os.path.isfile(sp_path):
-                raise UserError(f"missing file {sp_path} (the sentencepiece model of {args.prep})")
-        tokenizer = Tokenizer(settings["lang"], settings["unit"], settings["lowercase"], sp_path)
-        return tokenizer, prep, prep_dir
+        return tokenizer_from_prep(prep, prep_dir, args.prep), prep, prep_dir
     if not args.lang:
         raise UserError("give --prep DATA/prep.json (the tokenization of a summ-prepare run) or --lang")
     unit = args.unit or DEFAULT_UNIT[args.lang]

@@ -382,6 +382,17 @@ def load_prep(path):
     return prep, os.path.dirname(os.path.abspath(path))
 
 
+def tokenizer_from_prep(prep, prep_dir, prep_path):
+    """The Tokenizer a summ-prepare run used (its sentencepiece model is looked up beside prep.json)."""
+    settings = prep["settings"]
+    sp_path = None
+    if prep["files"].get("sp_model"):
+        sp_path = os.path.join(prep_dir, prep["files"]["sp_model"])
+        if not os.path.isfile(sp_path):
+            raise UserError(f"missing file {sp_path} (the sentencepiece model of {prep_path})")
+    return Tokenizer(settings["lang"], settings["unit"], settings["lowercase"], sp_path)
+
+
 def mark_source(text, tokenizer, vocab, num_markers, max_src, stats):
     """One raw source document as generation sees it: tokenized, truncated to ``max_src`` tokens (counted in
     ``stats``), OOV words marked.  Returns (marked tokens, OOV words in marker order)."""
@@ -399,12 +410,7 @@ def apply(args):
     vocab, n_markers = read_dict(os.path.join(prep_dir, prep["files"]["dict"]))
     if n_markers != settings["num_markers"]:
         raise UserError(f"{prep_dir}/dict.txt has {n_markers} markers, prep.json says {settings['num_markers']}")
-    sp_path = None
-    if prep["files"].get("sp_model"):
-        sp_path = os.path.join(prep_dir, prep["files"]["sp_model"])
-        if not os.path.isfile(sp_path):
-            raise UserError(f"missing file {sp_path} (the sentencepiece model of {args.apply})")
-    tokenizer = Tokenizer(settings["lang"], settings["unit"], settings["lowercase"], sp_path)
+    tokenizer = tokenizer_from_prep(prep, prep_dir, args.apply)
     max_src = settings["max_source_len"]
     stats = MarkStats()
     with AtomicWriter() as atomic:
