@@ -45,3 +45,29 @@ def tiny_model(dictionary, **overrides):
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, dropout=0.0)
     options.update(overrides)
     return PGNLSTMModel.build_model(argparse.Namespace(**options), Task())
+
+
+def slice_corpus(corpus: str, dest: Path, counts) -> Path:
+    """The first ``count`` documents of each split of a shipped corpus (data/CORPUS) as a raw dir at ``dest``.
+
+    counts: (split, count) pairs, e.g. (("train", 300), ("valid", 30), ("test", 25))."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for split, count in counts:
+        for side in ("src", "tgt"):
+            with (ROOT / "data" / corpus / f"{split}.{side}").open(encoding="utf-8") as f:
+                (dest / f"{split}.{side}").write_text("".join(next(f) for _ in range(count)), encoding="utf-8")
+    return dest
+
+
+def tiny_batch(dictionary):
+    """Two sources (the second left-padded, as fairseq collates them) and teacher-forcing inputs."""
+    import torch
+
+    from fairseq_plugins.text.markers import marker
+
+    m0 = dictionary.index(marker(0))
+    pad, eos = dictionary.pad(), dictionary.eos()
+    src = torch.tensor([[4, 5, m0, 6, eos], [pad, pad, 7, m0, eos]])
+    lengths = torch.tensor([5, 3])
+    prev = torch.tensor([[eos, 4, m0, 5], [eos, m0, 8, 9]])
+    return src, lengths, prev

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import slice_corpus
+
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")
 FEW_UPDATES = ["--max-update", "6", "--max-tokens", "3000"]
@@ -21,21 +23,11 @@ def run(cmd, **kwargs):
     return result
 
 
-def head(src: Path, dst: Path, count: int) -> None:
-    with src.open(encoding="utf-8") as f:
-        lines = [next(f) for _ in range(count)]
-    dst.write_text("".join(lines), encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A few-update pgn_lstm_small on a slice of data/scitldr, trained through the shell scripts."""
     work = tmp_path_factory.mktemp("e2e")
-    raw = work / "raw"
-    raw.mkdir()
-    for split, count in (("train", 300), ("valid", 30), ("test", 25)):
-        for side in ("src", "tgt"):
-            head(ROOT / "data" / "scitldr" / f"{split}.{side}", raw / f"{split}.{side}", count)
+    raw = slice_corpus("scitldr", work / "raw", (("train", 300), ("valid", 30), ("test", 25)))
     data, model = work / "data", work / "model"
     run(["./preprocess.sh", str(raw), str(data)])
     train = run(["./train.sh", str(data), str(model), *FEW_UPDATES])

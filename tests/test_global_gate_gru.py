@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import tiny_dictionary
+from conftest import tiny_dictionary, slice_corpus, tiny_batch
 from fairseq_plugins.text.markers import marker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,14 +42,7 @@ def dictionary():
     return tiny_dictionary()
 
 
-def batch(dictionary):
-    """Two sources (the second left-padded, as fairseq collates them) and teacher-forcing inputs."""
-    m0 = dictionary.index(marker(0))
-    pad, eos = dictionary.pad(), dictionary.eos()
-    src = torch.tensor([[4, 5, m0, 6, eos], [pad, pad, 7, m0, eos]])
-    lengths = torch.tensor([5, 3])
-    prev = torch.tensor([[eos, 4, m0, 5], [eos, m0, 8, 9]])
-    return src, lengths, prev
+batch = tiny_batch
 
 
 # ---------------------------------------------------------------------------------------------- modules
@@ -342,12 +335,7 @@ def run(cmd, **kwargs):
 def csl_sp(tmp_path_factory):
     """The first 300 / 30 / 20 CSL documents, through preprocess.sh with sentencepiece units."""
     work = tmp_path_factory.mktemp("csl_gru")
-    raw = work / "raw"
-    raw.mkdir()
-    for split, count in (("train", 300), ("valid", 30), ("test", 20)):
-        for side in ("src", "tgt"):
-            with (ROOT / "data" / "csl" / f"{split}.{side}").open(encoding="utf-8") as f:
-                (raw / f"{split}.{side}").write_text("".join(next(f) for _ in range(count)), encoding="utf-8")
+    raw = slice_corpus("csl", work / "raw", (("train", 300), ("valid", 30), ("test", 20)))
     data = work / "data"
     run(["./preprocess.sh", "-c", "csl_gru_test", raw, data])
     return work, data

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import slice_corpus
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 TINY = ["--max-update", "2", "--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000"]
@@ -24,12 +26,7 @@ def run(cmd, env=ENV):
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     work = tmp_path_factory.mktemp("shi2018")
-    raw = work / "raw"
-    raw.mkdir()
-    for split, count in (("train", 150), ("valid", 20), ("test", 20)):
-        for side in ("src", "tgt"):
-            lines = (ROOT / "data" / "csl" / f"{split}.{side}").read_text(encoding="utf-8").splitlines(True)
-            (raw / f"{split}.{side}").write_text("".join(lines[:count]), encoding="utf-8")
+    raw = slice_corpus("csl", work / "raw", (("train", 150), ("valid", 20), ("test", 20)))
     data = work / "data"
     run(["./preprocess.sh", "-c", "shi2018_lcsts", str(raw), str(data)])
     w2v = work / "w2v.bin"
@@ -68,12 +65,7 @@ def test_dtu_models_train_with_glove(tmp_path_factory, model, copy, coverage):
     work = tmp_path_factory.getbasetemp() / "dtu"
     data = work / "data"
     if not (data / "bin" / "dict.src.txt").exists():
-        raw = work / "raw"
-        raw.mkdir(parents=True)
-        for split, count in (("train", 120), ("valid", 10), ("test", 10)):
-            for side in ("src", "tgt"):
-                lines = (ROOT / "data" / "scitldr" / f"{split}.{side}").read_text(encoding="utf-8").splitlines(True)
-                (raw / f"{split}.{side}").write_text("".join(lines[:count]), encoding="utf-8")
+        raw = slice_corpus("scitldr", work / "raw", (("train", 120), ("valid", 10), ("test", 10)))
         run(["./preprocess.sh", "-c", "dtu_common", str(raw), str(data)])
         words = [line.split()[0] for line in (data / "dict.txt").read_text(encoding="utf-8").splitlines()]
         vectors = [f"{w} " + " ".join(f"{(i * 7 + j) % 13 / 13:.3f}" for j in range(128))

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_model
+from conftest import tiny_dictionary, tiny_model, tiny_batch
 from fairseq_plugins.text.markers import marker
 from fairseq_plugins.text.restore import restore_tokens
 
@@ -14,14 +14,7 @@ def dictionary():
     return tiny_dictionary()
 
 
-def batch(dictionary):
-    """Two sources (the second left-padded, as fairseq collates them) and teacher-forcing inputs."""
-    m0 = dictionary.index(marker(0))
-    pad, eos = dictionary.pad(), dictionary.eos()
-    src = torch.tensor([[4, 5, m0, 6, eos], [pad, pad, 7, m0, eos]])
-    lengths = torch.tensor([5, 3])
-    prev = torch.tensor([[eos, 4, m0, 5], [eos, m0, 8, 9]])
-    return src, lengths, prev
+batch = tiny_batch
 
 
 def set_switch(model, bias):
