@@ -47,6 +47,21 @@ def tiny_model(dictionary, **overrides):
     return PGNLSTMModel.build_model(argparse.Namespace(**options), Task())
 
 
+def tiny_gru(dictionary, **overrides):
+    """A tiny global_gate_gru on the same kind of dictionary."""
+    import fairseq_plugins  # noqa: F401  (registers the plugins)
+    from fairseq_plugins.models.global_gate_gru import GlobalGateGRUModel
+
+    class Task:
+        source_dictionary = dictionary
+        target_dictionary = dictionary
+
+    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, decoder_out_embed_dim=5,
+                   attention_dim=9, dropout=0.0)
+    options.update(overrides)
+    return GlobalGateGRUModel.build_model(argparse.Namespace(**options), Task())
+
+
 def slice_corpus(corpus: str, dest: Path, counts) -> Path:
     """The first ``count`` documents of each split of a shipped corpus (data/CORPUS) as a raw dir at ``dest``.
 

@@ -1,6 +1,5 @@
 """global_gate_gru (Song & Zhao 2020): each equation block on hand-sized tensors, the ablation switches,
 incremental decoding, the criterion, and a few-update run on the shipped Chinese CSL sample."""
-import argparse
 import math
 import os
 import re
@@ -12,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import tiny_dictionary, slice_corpus, tiny_batch
+from conftest import slice_corpus, tiny_batch, tiny_dictionary, tiny_gru
 from fairseq_plugins.text.markers import marker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,20 +20,6 @@ VARIANTS = [{}, {"no_selective_gate": True}, {"no_global_encoding": True},
 GATE = {"encoder.gate.proj.weight", "encoder.gate.proj.bias"}
 GLOBAL = {"encoder.global_encoding.u_s", "encoder.global_encoding.proj.weight", "encoder.global_encoding.proj.bias",
           "decoder.global_key_proj.weight", "decoder.readout_global.weight"}
-
-
-def tiny_gru(dictionary, **overrides):
-    import fairseq_plugins  # noqa: F401  (registers the plugins)
-    from fairseq_plugins.models.global_gate_gru import GlobalGateGRUModel
-
-    class Task:
-        source_dictionary = dictionary
-        target_dictionary = dictionary
-
-    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, decoder_out_embed_dim=5,
-                   attention_dim=9, dropout=0.0)
-    options.update(overrides)
-    return GlobalGateGRUModel.build_model(argparse.Namespace(**options), Task())
 
 
 @pytest.fixture

@@ -61,10 +61,12 @@ from fairseq.models import (
 )
 
 from fairseq_plugins.models.pgn_lstm import Embedding, Linear, flush_denormals
+from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
 from fairseq_plugins.modules.maxout import Maxout
 from fairseq_plugins.modules.selective_gate import GlobalDocumentEncoding, SelectiveGate, masked_mean
+from fairseq_plugins.modules.step_gradient import share_across_steps
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
@@ -153,10 +155,11 @@ class GlobalGateEncoder(FairseqEncoder):
             states, _ = self.gate(states, document, global_vector)  # B x S x C   (h'_i, eqs 8-9)
         out["outputs"] = states  # B x S x C
         out["document"] = document  # B x C
+        out[SOURCE_ROW] = source_rows(bsz, src_tokens.device)  # B
         return out
 
     def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
-        return {key: value.index_select(0, new_order) for key, value in encoder_out.items()}
+        return reorder_rows(encoder_out, new_order, source_only=encoder_out.keys())  # modules/beam_reorder.py
 
     def max_positions(self):
         return self.max_source_positions
@@ -212,13 +215,13 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
     # ------------------------------------------------------------------ recurrent part
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         values = encoder_out["outputs"]  # B x S x C
-        keys = self.attention.project_keys(values)  # B x S x A   (U_a h'_i + b)
-        if self.global_encoding:
-            keys = keys + self.global_key_proj(encoder_out["global"]).unsqueeze(1)  # B x S x A   (+ E_a u_s, eq 18)
+        offset = self.global_key_proj(encoder_out["global"]) if self.global_encoding else None  # B x A   (E_a u_s)
+        keys = self.attention.project_keys(values, offset)  # B x S x A   (U_a h'_i + b [+ E_a u_s, eq 18])
         return {
             "hidden": torch.tanh(self.init_state(encoder_out["document"])),  # B x H   (s_0, eq 10)
             "context": values.new_zeros(values.size(0), values.size(2)),  # B x C   (c_0 = 0)
             "keys": keys,  # B x S x A
+            SOURCE_ROW: encoder_out[SOURCE_ROW],  # B   (which source each row's keys come from)
         }
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
@@ -229,7 +232,8 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
             prev_output_tokens = prev_output_tokens[:, -1:]
         if state is None:
             state = self.initial_state(encoder_out)
-        values, padding_mask = encoder_out["outputs"], encoder_out["padding_mask"]  # B x S x C, B x S
+        values = share_across_steps(encoder_out["outputs"])  # B x S x C   (one gradient buffer for all steps)
+        padding_mask = encoder_out["padding_mask"]  # B x S
         if not padding_mask.any():
             padding_mask = None
 
@@ -279,7 +283,7 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
         state = self.get_incremental_state(incremental_state, "state")
         if state is None:
             return
-        reordered = {key: value.index_select(0, new_order) for key, value in state.items()}  # all batch-first
+        reordered = reorder_rows(state, new_order, source_only=("keys",))  # all batch-first; modules/beam_reorder.py
         self.set_incremental_state(incremental_state, "state", reordered)
 
     def max_positions(self):

@@ -37,10 +37,12 @@ from fairseq.models import (
     register_model_architecture,
 )
 
+from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.copy_mixture import CopyMixture, GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
 from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
+from fairseq_plugins.modules.step_gradient import share_across_steps
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
@@ -162,7 +164,7 @@ class PGNEncoder(FairseqEncoder):
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
         self.lstm = nn.LSTM(embed_tokens.embedding_dim, hidden_size, num_layers=num_layers, bidirectional=True,
-                            dropout=dropout_out if num_layers > 1 else 0.0)
+                            batch_first=True, dropout=dropout_out if num_layers > 1 else 0.0)
         for name, param in self.lstm.named_parameters():
             if "weight" in name or "bias" in name:
                 param.data.uniform_(-0.1, 0.1)
@@ -174,9 +176,7 @@ class PGNEncoder(FairseqEncoder):
         # the right, with positions that line up with the attention.
         src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
         x = self.dropout_in(self.embed_norm(self.embed_tokens(self.as_unk(src_tokens))))  # B x S x E
-        packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, (h_n, c_n) = self.lstm(packed)  # h_n, c_n: (layers*2) x B x H
-        outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=src_tokens.size(1))
+        outputs, (h_n, c_n) = self.run_lstm(x, src_lengths)  # B x S x 2H; h_n, c_n: (layers*2) x B x H
         outputs = self.dropout_out(outputs)  # B x S x 2H
         return {
             "outputs": outputs,
@@ -184,10 +184,23 @@ class PGNEncoder(FairseqEncoder):
             "src_tokens": src_tokens,  # B x S
             "final_hidden": torch.cat([h_n[-2], h_n[-1]], dim=1),  # B x 2H
             "final_cell": torch.cat([c_n[-2], c_n[-1]], dim=1),  # B x 2H
+            SOURCE_ROW: source_rows(src_tokens.size(0), src_tokens.device),  # B
         }
 
+    def run_lstm(self, x: Tensor, src_lengths: Tensor):
+        """The BiLSTM over right-padded x (B x S x E).  When no document of the batch is padded (the usual
+        case: fairseq batches documents of similar length), the LSTM runs on the plain tensor, which gives the
+        same result as a PackedSequence and was measured 1.5x faster on a CPU (forward and backward, LCSTS
+        batches of 34-43 x 93-117); otherwise it runs packed, so padding never reaches either direction."""
+        if bool((src_lengths == x.size(1)).all()):
+            return self.lstm(x)
+        packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_out, final = self.lstm(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=x.size(1))
+        return outputs, final
+
     def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
-        return {key: value.index_select(0, new_order) for key, value in encoder_out.items()}
+        return reorder_rows(encoder_out, new_order, source_only=encoder_out.keys())  # modules/beam_reorder.py
 
     def max_positions(self):
         return self.max_source_positions
@@ -269,6 +282,7 @@ class PGNDecoder(FairseqIncrementalDecoder):
             "feed": zeros(bsz, self.readout.feed_size),  # B x F   (h*_{t-1} or h~_{t-1})
             "coverage": zeros(bsz, src_len),  # B x S   (c^t)
             "keys": self.attention.project_keys(encoder_out["outputs"]),  # B x S x A
+            SOURCE_ROW: encoder_out[SOURCE_ROW],  # B   (which source each row's keys come from)
         }
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
@@ -279,7 +293,8 @@ class PGNDecoder(FairseqIncrementalDecoder):
             prev_output_tokens = prev_output_tokens[:, -1:]
         if state is None:
             state = self.initial_state(encoder_out)
-        values, padding_mask = encoder_out["outputs"], encoder_out["padding_mask"]  # B x S x C, B x S
+        values = share_across_steps(encoder_out["outputs"])  # B x S x C   (one gradient buffer for all steps)
+        padding_mask = encoder_out["padding_mask"]  # B x S
         if not padding_mask.any():
             padding_mask = None
 
@@ -347,7 +362,7 @@ class PGNDecoder(FairseqIncrementalDecoder):
         if state is None:
             return
         dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry is batch-first
-        reordered = {key: value.index_select(dims.get(key, 0), new_order) for key, value in state.items()}
+        reordered = reorder_rows(state, new_order, source_only=("keys",), dims=dims)  # modules/beam_reorder.py
         self.set_incremental_state(incremental_state, "state", reordered)
 
     def max_positions(self):

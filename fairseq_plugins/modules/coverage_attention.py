@@ -8,13 +8,18 @@ See, Liu & Manning (2017), "Get To The Point":
     c^t   = sum_{t' < t} a^{t'}                                         (eq 10)
 
 The source side ``W_h h_i + b_attn`` does not depend on the decoder step, so it is computed once per source
-(``project_keys``) and only the cheap step-dependent terms are added inside the decoder loop.
+(``project_keys``); inside the decoder loop the scores come from modules/additive_scores.py, which never keeps
+the B x S x A tensor inside tanh in memory.  Keys and values read at every step have their gradient summed
+in one buffer (modules/step_gradient.py): pass the values through ``share_across_steps`` before the loop.
 """
 from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 from torch import Tensor
+
+from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
 
 
 class CoverageAttention(nn.Module):
@@ -36,9 +41,15 @@ class CoverageAttention(nn.Module):
         self.v = nn.Linear(attn_dim, 1, bias=False)  # v
         self.coverage = coverage
 
-    def project_keys(self, keys: Tensor) -> Tensor:
-        """W_h h_i + b_attn for every source position.  keys: B x S x key_dim -> B x S x attn_dim."""
-        return self.key_proj(keys)
+    def project_keys(self, keys: Tensor, offset: Optional[Tensor] = None) -> Tensor:
+        """W_h h_i + b_attn (+ offset) for every source position: keys B x S x key_dim, offset B x attn_dim
+        (a per-document term, e.g. Song & Zhao's E_a u_s) -> B x S x attn_dim.
+
+        Computed once per source; their gradient is summed over the decoder steps in one buffer."""
+        projected = self.key_proj(keys)  # B x S x A
+        if offset is not None:
+            projected = projected + offset.unsqueeze(1)
+        return share_across_steps(projected)
 
     def forward(
         self,
@@ -60,20 +71,39 @@ class CoverageAttention(nn.Module):
             attn: B x S, a^t (zero at padding, sums to 1 over the source).
             context: B x C, h*_t.
         """
-        # W_h h_i + b + W_s s_t (+ w_c c_i^t) as one batched product: [1, c_i] @ [W_s s_t; w_c] added to the
-        # keys, which is a single pass over B x S x A instead of one per term (the step's hot spot).
-        bsz, src_len, attn_dim = projected_keys.size()
-        step_terms = [self.query_proj(query)]  # B x A
-        step_weights = [projected_keys.new_ones(bsz, src_len)]  # B x S
-        if self.coverage:
-            step_terms.append(self.coverage_weight.expand(bsz, attn_dim))  # B x A
-            step_weights.append(coverage)  # B x S
-        features = torch.baddbmm(
-            projected_keys, torch.stack(step_weights, dim=2), torch.stack(step_terms, dim=1)
-        )  # B x S x A   (inside tanh of eq 1 / eq 11)
-        scores = self.v(torch.tanh(features)).squeeze(2)  # B x S   (eq 1 / eq 11)
+        scores = additive_scores(
+            projected_keys, self.query_proj(query), coverage if self.coverage else None, self.coverage_weight,
+            self.v.weight.view(-1),
+        )  # B x S   (eq 1 / eq 11; modules/additive_scores.py)
         if padding_mask is not None:
             scores = scores.float().masked_fill(padding_mask, float("-inf")).type_as(scores)  # FP16-safe
         attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
-        context = torch.bmm(attn.unsqueeze(1), values).squeeze(1)  # B x C   (eq 3)
+        context = WeightedSum.apply(attn, values, step_gradient(values))  # B x C   (eq 3)
         return attn, context
+
+
+class WeightedSum(torch.autograd.Function):
+    """h*_t = sum_i a_i^t h_i (eq 3) as one batched product, whose backward adds dL/dh_i = a_i^t dL/dh*_t into
+    the values' StepGradient in place (modules/step_gradient.py) when the values come through
+    ``share_across_steps``, instead of returning a fresh B x S x C gradient at every step."""
+
+    @staticmethod
+    def forward(ctx, attn, values, values_gradient):
+        """attn: B x S, values: B x S x C -> B x C."""
+        ctx.save_for_backward(attn, values)
+        ctx.values_gradient = values_gradient
+        return torch.bmm(attn.unsqueeze(1), values).squeeze(1)  # B x C
+
+    @staticmethod
+    def backward(ctx, grad_context):
+        attn, values = ctx.saved_tensors
+        grad_context = grad_context.unsqueeze(1)  # B x 1 x C
+        grad_attn = torch.bmm(grad_context, values.transpose(1, 2)).squeeze(1) if ctx.needs_input_grad[0] else None
+        grad_values = None
+        if ctx.needs_input_grad[1]:
+            outer = (attn.unsqueeze(2).to(grad_context.dtype), grad_context)  # B x S x 1, B x 1 x C
+            if ctx.values_gradient is not None:
+                ctx.values_gradient.buffer(values).baddbmm_(*outer)  # sum over steps of a_i dL/dh*
+            else:
+                grad_values = torch.bmm(*outer)  # B x S x C
+        return grad_attn, grad_values, None

@@ -1,0 +1,41 @@
+"""Beam-search reordering that does not copy what all hypotheses of one document share.
+
+fairseq's SequenceGenerator reorders the encoder output and the decoder's incremental state at *every* step
+(``reorder_encoder_out``, ``reorder_incremental_state``), with ``new_order`` picking, for each row, the
+hypothesis it continues.  Within a document the beam only shuffles rows that came from the same source, so
+every tensor that depends on the source alone (encoder states, padding mask, projected attention keys) is
+unchanged by it; copying them anyway was the largest cost of a pgn_lstm decoding step (B*beam x S x 2H and
+B*beam x S x A per step).
+
+Each such dictionary carries ``source_row`` (B: the source each row was computed from).  When reordering keeps
+every row's source, the source-only tensors are returned as they are; when it does not (the initial
+expansion to B*beam rows, finished documents leaving the batch) everything is reindexed.
+"""
+from typing import Dict, Iterable
+
+import torch
+from torch import Tensor
+
+SOURCE_ROW = "source_row"
+
+
+def source_rows(batch_size: int, device) -> Tensor:
+    """The ``source_row`` entry of a fresh encoder output: row i comes from source i.  B."""
+    return torch.arange(batch_size, device=device)
+
+
+def reorder_rows(tensors: Dict[str, Tensor], new_order: Tensor, source_only: Iterable[str],
+                 dims: Dict[str, int] = None) -> Dict[str, Tensor]:
+    """``tensors`` with their batch dimension (0, or ``dims[key]``) indexed by ``new_order``, except the
+    ``source_only`` entries when no row changes source (then they are the same tensors).
+
+    ``tensors`` must contain ``source_row``; it is reordered like the rest."""
+    dims = dims or {}
+    rows = tensors[SOURCE_ROW].index_select(0, new_order)  # B'
+    keep = set(source_only) if torch.equal(rows, tensors[SOURCE_ROW]) else set()
+    reordered = {
+        key: value if key in keep else value.index_select(dims.get(key, 0), new_order)
+        for key, value in tensors.items() if key != SOURCE_ROW
+    }
+    reordered[SOURCE_ROW] = rows
+    return reordered

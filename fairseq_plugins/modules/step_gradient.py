@@ -1,0 +1,71 @@
+"""One gradient buffer for a tensor that every decoder step reads.
+
+The attention reads the same encoder-side tensors at every decoder step: the projected keys (B x S x A) and
+the encoder states (values, B x S x C).  Left to autograd, each step's backward pass returns a fresh gradient
+of that size and autograd adds them up: T allocations and T additions through main memory per batch.  Here
+the steps' backward functions add their share into one buffer (``StepGradient``, allocated once per batch,
+at the first addition), and the identity function ``ShareAcrossSteps`` placed between the tensor and the
+steps hands the sum to autograd.  Autograd runs that node after every step that used its output (it depends
+on all of them), so the sum is complete by then.
+
+    shared = share_across_steps(keys)          # before the decoder loop
+    ...                                        # steps pass step_gradient(shared) to their autograd functions
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+class StepGradient:
+    """The gradient of one tensor summed over the decoder steps (allocated at the first addition)."""
+
+    def __init__(self):
+        self.total: Optional[Tensor] = None
+
+    def buffer(self, like: Tensor) -> Tensor:
+        """The running sum, shaped like ``like`` (zeros the first time)."""
+        if self.total is None:
+            self.total = torch.zeros_like(like)
+        return self.total
+
+    def add(self, like: Tensor, start: int, end: int, rows: Tensor) -> None:
+        """Adds ``rows`` to rows [start, end) of the sum."""
+        self.buffer(like)[start:end].add_(rows)
+
+    def take(self) -> Optional[Tensor]:
+        total, self.total = self.total, None
+        return total
+
+
+class ShareAcrossSteps(torch.autograd.Function):
+    """Identity whose backward returns the StepGradient's sum (plus any gradient from other uses)."""
+
+    @staticmethod
+    def forward(ctx, tensor, gradient: StepGradient):
+        ctx.gradient = gradient
+        ctx.set_materialize_grads(False)
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = ctx.gradient.take()
+        if total is None:
+            return grad, None
+        return (total if grad is None else total.add_(grad)), None
+
+
+def share_across_steps(tensor: Tensor) -> Tensor:
+    """``tensor``, to be read at many decoder steps, with its gradient summed in one buffer; ``tensor`` itself
+    when no gradient is needed."""
+    if not (tensor.requires_grad and torch.is_grad_enabled()):
+        return tensor
+    gradient = StepGradient()
+    shared = ShareAcrossSteps.apply(tensor, gradient)
+    shared.step_gradient = gradient
+    return shared
+
+
+def step_gradient(tensor: Tensor) -> Optional[StepGradient]:
+    """The StepGradient of a tensor from ``share_across_steps``, else None."""
+    return getattr(tensor, "step_gradient", None)

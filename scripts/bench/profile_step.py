@@ -1,0 +1,154 @@
+#!/usr/bin/env python
+"""Where the time goes: one model's training step and beam-search decoding, timed in-process and profiled.
+
+throughput.py gives the end-to-end figures (fairseq-train and fairseq-generate as a user runs them); this script
+builds the same models through fairseq's own option parsing and times, on the same fixed batches,
+  * training: forward + criterion + backward + Adam step (no validation, no checkpoint, no logging);
+  * decoding: fairseq's SequenceGenerator (beam search) over the first sentences of a split;
+and with --profile prints torch.profiler's operator table for a few of those steps.
+
+    python scripts/bench/profile_step.py --models lstm,pgn_lstm [--data-bin runs/bench/lcsts_char/bin]
+        [--batches 20] [--rounds 3] [--decode-sentences 100] [--profile] [--extra "--attention-dim 256"]
+
+The models take turns over the same batches, round after round, so that a machine whose speed drifts (a
+virtual machine, another job) affects them alike.
+
+Model sizes and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).
+"""
+import argparse
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throughput import MODELS, ROOT, SIZES  # noqa: E402
+
+
+def build(model_name: str, data_bin: Path, max_tokens: int, extra: list):
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    argv = [str(data_bin), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization",
+            *MODELS[model_name], *SIZES, "--optimizer", "adam", "--lr", "0.001", "--max-tokens", str(max_tokens),
+            "--seed", "1", "--cpu", *extra]
+    args = options.parse_args_and_arch(parser, argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.set_torch_seed(1)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    return cfg, task, model, criterion
+
+
+def train_batches(cfg, task, count: int):
+    task.load_dataset("train")
+    iterator = task.get_batch_iterator(
+        dataset=task.dataset("train"), max_tokens=cfg.dataset.max_tokens, seed=1,
+        max_positions=(10**5, 10**5), num_workers=0,
+    ).next_epoch_itr(shuffle=True)
+    return [batch for _, batch in zip(range(count), iterator)]
+
+
+class Trainer:
+    """Forward + criterion + backward + Adam step of one model, timed per batch."""
+
+    def __init__(self, model, criterion):
+        self.model, self.criterion = model, criterion
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(self, batch):
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss, _, _ = self.criterion(self.model, batch)
+        loss.backward()
+        self.optimizer.step()
+
+    def words_per_second(self, batches) -> float:
+        seconds = 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            self.step(batch)
+            seconds += time.perf_counter() - start
+        return sum(batch["ntokens"] for batch in batches) / seconds
+
+    def profile(self, batches):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for batch in batches:
+                self.step(batch)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool):
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    samples = [dataset[i] for i in range(min(sentences, len(dataset)))]
+    batches = [dataset.collater(samples[i:i + 32]) for i in range(0, len(samples), 32)]
+    generator = task.build_generator(
+        [model], argparse.Namespace(beam=beam, max_len_a=0, max_len_b=max_len, min_len=max_len))
+    model.eval()
+
+    def run():
+        with torch.no_grad():
+            for batch in batches:
+                task.inference_step(generator, [model], batch)
+
+    run()  # warm-up
+    start = time.perf_counter()
+    run()
+    elapsed = time.perf_counter() - start
+    print(f"decoding: {len(samples)} sentences, beam {beam}, length {max_len}: {len(samples) / elapsed:.2f} "
+          f"sentences/s")
+    if profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            task.inference_step(generator, [model], batches[0])
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="pgn_lstm", help=f"comma-separated, from {', '.join(MODELS)}")
+    parser.add_argument("--data-bin", type=Path, default=ROOT / "runs" / "bench" / "lcsts_char" / "bin")
+    parser.add_argument("--max-tokens", type=int, default=4000)
+    parser.add_argument("--batches", type=int, default=20, help="training batches per round (0: no training)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="training rounds; the models take turns, and the median round is reported")
+    parser.add_argument("--decode-sentences", type=int, default=100, help="0: no decoding")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--max-len", type=int, default=40)
+    parser.add_argument("--extra", default="", help="more fairseq-train options for every model")
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's operator tables")
+    args = parser.parse_args(argv)
+    if not (args.data_bin / "dict.src.txt").exists():
+        sys.exit(f"profile_step: no binarized data in {args.data_bin} (run throughput.py once, or give --data-bin)")
+    names = args.models.split(",")
+    built = {name: build(name, args.data_bin, args.max_tokens, shlex.split(args.extra)) for name in names}
+    for name, (_, _, model, _) in built.items():
+        print(f"{name}: {sum(p.numel() for p in model.parameters()):,} parameters, {torch.get_num_threads()} threads")
+    if args.batches > 0:
+        cfg, task = built[names[0]][:2]
+        batches = train_batches(cfg, task, args.batches + 1)
+        trainers = {name: Trainer(model, criterion) for name, (_, _, model, criterion) in built.items()}
+        for trainer in trainers.values():
+            trainer.step(batches[0])  # warm-up
+        rounds = {name: [] for name in names}
+        for _ in range(args.rounds):
+            for name, trainer in trainers.items():
+                rounds[name].append(trainer.words_per_second(batches[1:]))
+        for name in names:
+            print(f"training {name}: {statistics.median(rounds[name]):.1f} target words/s (median of rounds "
+                  f"{', '.join(f'{r:.0f}' for r in rounds[name])})")
+            if args.profile:
+                trainers[name].profile(batches[1:4])
+    if args.decode_sentences > 0:
+        for name, (cfg, task, model, _) in built.items():
+            print(f"{name}: ", end="")
+            time_decoding(cfg, task, model, args.decode_sentences, args.beam, args.max_len, args.profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The attention's hand-written autograd functions and the beam reordering that skips source-only tensors:
+each must give exactly what the plain tensor formulas give."""
+import pytest
+import torch
+
+from conftest import tiny_batch, tiny_dictionary, tiny_gru, tiny_model
+from fairseq_plugins.modules import additive_scores as scores_module
+from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
+from fairseq_plugins.modules.coverage_attention import CoverageAttention, WeightedSum
+from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
+
+
+def plain_scores(keys, query, coverage, coverage_weight, v):
+    """v^T tanh(k + q + w_c c), eq 11 (eq 1 without coverage), with ordinary tensor operations."""
+    features = keys + query.unsqueeze(1)
+    if coverage is not None:
+        features = features + coverage.unsqueeze(2) * coverage_weight
+    return torch.tanh(features) @ v
+
+
+def inputs(bsz=5, src_len=7, attn_dim=3, steps=3, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+
+    def leaf(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.double).requires_grad_()
+
+    return leaf(bsz, src_len, attn_dim), leaf(steps, bsz, attn_dim), leaf(attn_dim), leaf(attn_dim)
+
+
+def unroll(score_fn, keys, queries, coverage_weight, v, coverage: bool, share: bool):
+    """A few decoder steps whose coverage accumulates the attention, as in pgn_lstm; returns a scalar loss."""
+    keys = keys * 2.0  # a non-leaf, as the projected keys are
+    if share:
+        keys = share_across_steps(keys)
+    cov = torch.zeros(keys.shape[:2], dtype=keys.dtype)
+    loss = 0.0
+    for query in queries:
+        e = score_fn(keys, query, cov if coverage else None, coverage_weight, v)
+        attn = torch.softmax(e, dim=1)
+        loss = loss + (attn * torch.arange(attn.size(1), dtype=attn.dtype)).sum() + (e**2).sum()
+        cov = cov + attn
+    return loss
+
+
+@pytest.mark.parametrize("coverage", [True, False])
+@pytest.mark.parametrize("block_floats", [1 << 18, 7, 21])  # one block; one row per block; 3 rows + a remainder
+def test_additive_scores_match_the_formula_with_gradients(monkeypatch, coverage, block_floats):
+    monkeypatch.setattr(scores_module, "BLOCK_FLOATS", block_floats)
+    keys, queries, coverage_weight, v = inputs()
+    cov = torch.rand(5, 7, dtype=torch.double, requires_grad=True) if coverage else None
+    torch.testing.assert_close(additive_scores(keys, queries[0], cov, coverage_weight, v),
+                               plain_scores(keys, queries[0], cov, coverage_weight, v))
+    leaves = (keys, queries[0], cov, coverage_weight, v) if coverage else (keys, queries[0], v)
+    if coverage:
+        assert torch.autograd.gradcheck(additive_scores, leaves)
+    else:
+        assert torch.autograd.gradcheck(lambda k, q, v_: additive_scores(k, q, None, None, v_), leaves)
+
+
+@pytest.mark.parametrize("coverage", [True, False])
+@pytest.mark.parametrize("share", [True, False])
+def test_scores_over_steps_give_the_plain_gradients(monkeypatch, coverage, share):
+    monkeypatch.setattr(scores_module, "BLOCK_FLOATS", 21)
+    keys, queries, coverage_weight, v = inputs(seed=1)
+    leaves = (keys, queries, coverage_weight, v) if coverage else (keys, queries, v)
+    expected = torch.autograd.grad(unroll(plain_scores, keys, queries, coverage_weight, v, coverage, False), leaves)
+    got = torch.autograd.grad(unroll(additive_scores, keys, queries, coverage_weight, v, coverage, share), leaves)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+
+
+def test_shared_gradient_is_not_carried_into_the_next_backward():
+    """retain_graph and a second backward: the step buffer is handed over and emptied each time."""
+    keys, queries, coverage_weight, v = inputs(seed=2)
+    loss = unroll(additive_scores, keys, queries, coverage_weight, v, True, True)
+    loss.backward(retain_graph=True)
+    first = keys.grad.clone()
+    loss.backward()
+    torch.testing.assert_close(keys.grad, 2 * first)
+
+
+def test_sharing_is_a_no_op_without_gradients():
+    keys = torch.randn(2, 3, 4)
+    assert share_across_steps(keys) is keys and step_gradient(keys) is None
+    with torch.no_grad():
+        leaf = torch.randn(2, 3, 4, requires_grad=True)
+        assert share_across_steps(leaf) is leaf
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_weighted_sum_gives_the_plain_context_and_gradients(share):
+    generator = torch.Generator().manual_seed(3)
+    values = torch.randn(4, 6, 5, generator=generator, dtype=torch.double, requires_grad=True)
+    logits = torch.randn(3, 4, 6, generator=generator, dtype=torch.double, requires_grad=True)
+
+    def loss_of(context_fn):
+        vals = values * 1.5
+        vals = share_across_steps(vals) if share else vals
+        return sum((context_fn(torch.softmax(step, 1), vals) ** 2).sum() for step in logits)
+
+    plain = loss_of(lambda a, h: torch.bmm(a.unsqueeze(1), h).squeeze(1))  # eq 3
+    mine = loss_of(lambda a, h: WeightedSum.apply(a, h, step_gradient(h)))
+    torch.testing.assert_close(mine, plain)
+    for e, g in zip(torch.autograd.grad(plain, (values, logits)), torch.autograd.grad(mine, (values, logits))):
+        torch.testing.assert_close(g, e)
+
+
+def test_attention_module_gradients_match_a_plain_implementation():
+    torch.manual_seed(4)
+    attention = CoverageAttention(6, 5, 4, coverage=True).double()
+    encoder_states = torch.randn(3, 7, 6, dtype=torch.double, requires_grad=True)
+    queries = torch.randn(4, 3, 5, dtype=torch.double)
+    mask = torch.zeros(3, 7, dtype=torch.bool)
+    mask[1, 5:] = True
+
+    def loss_of(step):
+        keys, cov, total = attention.project_keys(encoder_states), torch.zeros(3, 7, dtype=torch.double), 0.0
+        values = share_across_steps(encoder_states * 1.0)
+        for query in queries:
+            attn, context = step(keys, values, query, cov, mask)
+            total = total + (context**2).sum() + (attn * cov).sum()
+            cov = cov + attn
+        return total
+
+    def plain_step(keys, values, query, cov, mask):
+        e = plain_scores(keys, attention.query_proj(query), cov, attention.coverage_weight, attention.v.weight[0])
+        attn = torch.softmax(e.masked_fill(mask, float("-inf")), dim=1)
+        return attn, torch.bmm(attn.unsqueeze(1), values).squeeze(1)
+
+    params = [encoder_states, *attention.parameters()]
+    expected = torch.autograd.grad(loss_of(plain_step), params)
+    got = torch.autograd.grad(loss_of(attention), params)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+
+
+def test_reorder_keeps_source_only_tensors_while_beams_stay_within_their_source():
+    states = {"keys": torch.arange(4.0).view(4, 1), "hidden": torch.arange(4.0).view(1, 4, 1),
+              SOURCE_ROW: torch.tensor([0, 0, 1, 1])}
+    within = reorder_rows(states, torch.tensor([1, 1, 3, 2]), source_only=("keys",), dims={"hidden": 1})
+    assert within["keys"] is states["keys"]  # rows 0-1 and 2-3 share a source: nothing to copy
+    assert within["hidden"].view(-1).tolist() == [1.0, 1.0, 3.0, 2.0]
+    assert within[SOURCE_ROW].tolist() == [0, 0, 1, 1]
+
+    across = reorder_rows(states, torch.tensor([2, 0, 1, 3]), source_only=("keys",), dims={"hidden": 1})
+    assert across["keys"].view(-1).tolist() == [2.0, 0.0, 1.0, 3.0]
+    assert across[SOURCE_ROW].tolist() == [1, 0, 0, 1]
+
+    shrunk = reorder_rows(states, torch.tensor([2, 3]), source_only=("keys",), dims={"hidden": 1})  # doc 0 done
+    assert shrunk["keys"].view(-1).tolist() == [2.0, 3.0] and shrunk[SOURCE_ROW].tolist() == [1, 1]
+    assert source_rows(3, "cpu").tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("arch", ["pgn_lstm", "global_gate_gru"])
+def test_beam_search_is_unchanged_by_skipping_source_only_copies(monkeypatch, arch):
+    """Beam search with the reordering shortcut gives the same hypotheses and scores as copying every
+    tensor at every step."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from fairseq_plugins.models import global_gate_gru, pgn_lstm
+
+    dictionary = tiny_dictionary()
+    torch.manual_seed(5)
+    if arch == "pgn_lstm":
+        model, module = tiny_model(dictionary).eval(), pgn_lstm
+    else:
+        model, module = tiny_gru(dictionary).eval(), global_gate_gru
+    src, lengths, _ = tiny_batch(dictionary)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+
+    def search():
+        generator = SequenceGenerator([model], dictionary, beam_size=3, max_len_b=6, min_len=2)
+        hypotheses = generator.generate([model], sample)
+        return [[(h["tokens"].tolist(), h["score"].item()) for h in hyps] for hyps in hypotheses]
+
+    calls = []
+    plain = reorder_rows
+
+    def copy_everything(tensors, new_order, source_only, dims=None):
+        calls.append(torch.equal(tensors[SOURCE_ROW].index_select(0, new_order), tensors[SOURCE_ROW]))
+        return plain(tensors, new_order, source_only=(), dims=dims)
+
+    fast = search()
+    monkeypatch.setattr(module, "reorder_rows", copy_everything)
+    slow = search()
+    assert any(calls), "beam search never reordered within the sources: the shortcut was not exercised"
+    assert len(fast) == len(slow) == 2
+    for fast_hyps, slow_hyps in zip(fast, slow):
+        assert [tokens for tokens, _ in fast_hyps] == [tokens for tokens, _ in slow_hyps]
+        assert [score for _, score in fast_hyps] == pytest.approx([score for _, score in slow_hyps], abs=1e-6)
+
+
+def test_unpadded_batch_runs_the_lstm_unpacked_with_the_same_result():
+    """All documents of the same length: the encoder skips the PackedSequence; same outputs and final states
+    as the packed run."""
+    torch.manual_seed(6)
+    dictionary = tiny_dictionary()
+    encoder = tiny_model(dictionary).encoder.eval()
+    x = torch.randn(3, 5, 8)
+    lengths = torch.tensor([5, 5, 5])
+    fast_out, (fast_h, fast_c) = encoder.run_lstm(x, lengths)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+    packed_out, (h, c) = encoder.lstm(packed)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True)
+    torch.testing.assert_close(fast_out, out)
+    torch.testing.assert_close(fast_h, h)
+    torch.testing.assert_close(fast_c, c)
+    # With one shorter document the packed path runs: its padded positions are zero, not LSTM states.
+    padded_out, _ = encoder.run_lstm(x, torch.tensor([5, 3, 5]))
+    assert torch.all(padded_out[1, 3:] == 0) and not torch.all(fast_out[1, 3:] == 0)
