@@ -386,7 +386,8 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         parser.add_argument("--decoder-layers", type=int, metavar="N", help="number of decoder layers")
         parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (eq 4)")
         parser.add_argument("--attention-dim", type=int, metavar="N",
-                            help="size inside the attention tanh (default: encoder state size)")
+                            help="size inside the attention tanh (default: the decoder hidden size; "
+                                 "pgn_lstm_see2017: the encoder state size, 2 x encoder hidden)")
         parser.add_argument("--no-copy", action="store_true",
                             help="no pointer: P(w) = P_vocab(w) (the paper's attention baseline)")
         parser.add_argument("--no-coverage", action="store_true", help="no coverage vector in the attention")
@@ -437,7 +438,7 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         decoder = PGNDecoder(
             tgt_dict, decoder_embed, encoder_output_units=encoder.output_units,
             hidden_size=args.decoder_hidden_size, num_layers=args.decoder_layers,
-            out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim or encoder.output_units,
+            out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim,
             dropout_in=args.dropout_in, dropout_out=args.dropout_out, copy=not args.no_copy,
             coverage=not args.no_coverage, share_input_output_embed=args.share_decoder_input_output_embed,
             num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
@@ -468,7 +469,9 @@ def base_architecture(args):
     args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
     args.decoder_layers = getattr(args, "decoder_layers", 1)
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", args.decoder_hidden_size)
-    args.attention_dim = getattr(args, "attention_dim", None)
+    # Bahdanau et al.'s alignment model and OpenNMT-py's "mlp" attention size the hidden layer like the decoder
+    # state; See et al.'s code uses the encoder state size (pgn_lstm_see2017), twice the work per decoder step.
+    args.attention_dim = getattr(args, "attention_dim", None) or args.decoder_hidden_size
     args.no_copy = getattr(args, "no_copy", False)
     args.no_coverage = getattr(args, "no_coverage", False)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
@@ -496,12 +499,14 @@ def pgn_lstm_small(args):
 
 @register_model_architecture("pgn_lstm", "pgn_lstm_see2017")
 def pgn_lstm_see2017(args):
-    """See et al. (2017): embeddings 128, hidden 256, one layer each, no dropout (vocabulary 50k is set by
-    preprocessing: configs/see2017.conf)."""
+    """See et al. (2017): embeddings 128, hidden 256, one layer each, no dropout, attention of the encoder
+    state size 2 x 256 as in their code (the 50k vocabulary is set by preprocessing: summ-prepare --vocab-size
+    50000)."""
     args.dropout = getattr(args, "dropout", 0.0)
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
     args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
+    args.attention_dim = getattr(args, "attention_dim", None) or 2 * args.encoder_hidden_size
     base_architecture(args)
 
 

@@ -16,6 +16,7 @@ virtual machine, another job) affects them alike.
 Model sizes and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).
 """
 import argparse
+import resource
 import shlex
 import statistics
 import sys
@@ -70,10 +71,12 @@ class Trainer:
 
     def words_per_second(self, batches) -> float:
         seconds = 0.0
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for batch in batches:
             start = time.perf_counter()
             self.step(batch)
             seconds += time.perf_counter() - start
+        self.page_faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / len(batches)
         return sum(batch["ntokens"] for batch in batches) / seconds
 
     def profile(self, batches):
@@ -141,7 +144,8 @@ def main(argv=None):
                 rounds[name].append(trainer.words_per_second(batches[1:]))
         for name in names:
             print(f"training {name}: {statistics.median(rounds[name]):.1f} target words/s (median of rounds "
-                  f"{', '.join(f'{r:.0f}' for r in rounds[name])})")
+                  f"{', '.join(f'{r:.0f}' for r in rounds[name])}); {trainers[name].page_faults:.0f} page faults "
+                  f"per step")
             if args.profile:
                 trainers[name].profile(batches[1:4])
     if args.decode_sentences > 0:
