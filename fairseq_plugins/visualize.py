@@ -20,7 +20,9 @@ Input: a :class:`fairseq_plugins.hub.SummaryDetails` (``Summarizer.summarize_wit
     Its size in pixels is ``png_layout(...)["width"] x ["height"]`` (see there), independent of the text.
 """
 import html
-from typing import Dict, Optional
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -92,7 +94,18 @@ def _copied_markers(details):
 
 # ---------------------------------------------------------------------------------------------- PNG
 def render_png(details, path, dpi: int = PNG_DPI, title: Optional[str] = None) -> Dict[str, int]:
-    """Draw the attention heat map, p_gen, coverage overlap and final coverage into a PNG; returns the layout."""
+    """Draw the attention heat map, p_gen, coverage overlap and final coverage into a PNG; returns the layout.
+
+    Chinese, Japanese or Korean text is drawn with an installed CJK font (``cjk_font``); without one it would
+    be boxes, and a warning says which package to install."""
+    import matplotlib
+
+    texts = [*details.source_tokens, *details.summary_tokens, title or ""]
+    with matplotlib.rc_context({"font.family": font_families(texts)}):
+        return _draw_png(details, path, dpi, title)
+
+
+def _draw_png(details, path, dpi: int, title: Optional[str]) -> Dict[str, int]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -166,6 +179,51 @@ def render_png(details, path, dpi: int = PNG_DPI, title: Optional[str] = None) -
         ax.set_ylabel("coverage", fontsize=7)
     fig.savefig(path, dpi=dpi, format="png")
     return lay
+
+
+# ---------------------------------------------------------------------------------------------- CJK fonts
+# Font families that cover Chinese (first found wins), and the file names they are installed under.
+CJK_FAMILIES = ("WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans SC",
+                "Source Han Sans SC", "Droid Sans Fallback", "AR PL UMing CN", "SimHei", "Microsoft YaHei",
+                "PingFang SC")
+CJK_FILE_HINTS = ("wqy", "notosanscjk", "notosanssc", "sourcehansans", "droidsansfallback", "uming", "simhei",
+                  "msyh", "pingfang")
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` has a CJK ideograph, kana or hangul syllable (what DejaVu Sans cannot draw)."""
+    return any("\u3040" <= ch <= "\u30ff" or "\u3400" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af"
+               or "\uf900" <= ch <= "\ufaff" for ch in text)
+
+
+def cjk_font() -> Optional[str]:
+    """The family name of an installed CJK font, or None.  Fonts installed after matplotlib built its font
+    cache are found by scanning the system font directories."""
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    for family in CJK_FAMILIES:
+        if family in installed:
+            return family
+    for path in font_manager.findSystemFonts():
+        if any(hint in Path(path).name.lower() for hint in CJK_FILE_HINTS):
+            font_manager.fontManager.addfont(path)
+            return font_manager.FontProperties(fname=path).get_name()
+    return None
+
+
+def font_families(texts) -> List[str]:
+    """matplotlib's font.family for these texts: DejaVu Sans, and a CJK font after it (matplotlib falls back
+    glyph by glyph) when a text needs one."""
+    if not any(has_cjk(text) for text in texts):
+        return ["DejaVu Sans"]
+    family = cjk_font()
+    if family is None:
+        warnings.warn("visualize: no CJK font is installed, so Chinese/Japanese/Korean characters are drawn as "
+                      "boxes in the PNG (the HTML page is not affected); install one, e.g. the Debian package "
+                      "fonts-wqy-microhei (scripts/setup.sh does when it runs as root)", stacklevel=3)
+        return ["DejaVu Sans"]
+    return ["DejaVu Sans", family]
 
 
 def _blend(copy_rgb, generate_rgb, p_gen):

