@@ -209,3 +209,30 @@ def test_unpadded_batch_runs_the_lstm_unpacked_with_the_same_result():
     # With one shorter document the packed path runs: its padded positions are zero, not LSTM states.
     padded_out, _ = encoder.run_lstm(x, torch.tensor([5, 3, 5]))
     assert torch.all(padded_out[1, 3:] == 0) and not torch.all(fast_out[1, 3:] == 0)
+
+
+def test_attention_runs_under_mixed_precision():
+    """Under autocast (CPU bfloat16 here; float16 on a GPU) the linear layers hand the attention bfloat16
+    queries and keys while v, w_c and the coverage stay float32: forward and backward still run, close to the
+    float32 result, and every gradient comes back in its parameter's dtype."""
+    torch.manual_seed(7)
+    attention = CoverageAttention(6, 5, 4, coverage=True)
+    encoder_states = torch.randn(3, 7, 6, requires_grad=True)
+    queries = torch.randn(4, 3, 5)
+
+    def loss_and_grads(autocast: bool):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            keys, values = attention.project_keys(encoder_states), share_across_steps(encoder_states * 1.0)
+            cov, total = torch.zeros(3, 7), 0.0
+            for query in queries:
+                attn, context = attention(keys, values, query, cov, None)
+                total = total + (context.float() ** 2).sum() + (attn.float() * cov).sum()
+                cov = cov + attn.float()
+        return total, torch.autograd.grad(total, [encoder_states, *attention.parameters()])
+
+    loss32, grads32 = loss_and_grads(False)
+    loss16, grads16 = loss_and_grads(True)
+    assert loss16.item() == pytest.approx(loss32.item(), rel=2e-2)
+    for g32, g16 in zip(grads32, grads16):
+        assert g16.dtype == torch.float32
+        assert (g16 - g32).abs().max() <= 5e-2 * g32.abs().max()

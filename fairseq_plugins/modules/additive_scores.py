@@ -78,10 +78,12 @@ class AdditiveScores(torch.autograd.Function):
         return scores
 
     @staticmethod
+    @torch.autocast(device_type="cuda", enabled=False)
+    @torch.autocast(device_type="cpu", enabled=False)
     def backward(ctx, grad_scores):
         keys, query, coverage, coverage_weight, v = ctx.saved_tensors
         bsz, src_len, attn_dim = keys.size()
-        grad_scores = grad_scores.contiguous()  # B x S
+        grad_scores = grad_scores.contiguous().to(keys.dtype)  # B x S
         weights, terms = _step_operands(keys, query, coverage, coverage_weight)
         rows = _block_rows(keys)
         block = keys.new_empty(rows, src_len, attn_dim)
@@ -127,4 +129,9 @@ def additive_scores(keys: Tensor, query: Tensor, coverage: Optional[Tensor], cov
     """
     if coverage is None:
         coverage_weight = None
-    return AdditiveScores.apply(keys, query, coverage, coverage_weight, v, step_gradient(keys))
+    # One dtype inside (under mixed precision the query or v may differ from the keys), autocast off: the
+    # function's own operations write into preallocated blocks of the keys' dtype.
+    query, coverage, coverage_weight, v = (None if t is None else t.to(keys.dtype)
+                                           for t in (query, coverage, coverage_weight, v))
+    with torch.autocast(device_type=keys.device.type, enabled=False):
+        return AdditiveScores.apply(keys, query, coverage, coverage_weight, v, step_gradient(keys))

@@ -78,7 +78,8 @@ class CoverageAttention(nn.Module):
         if padding_mask is not None:
             scores = scores.float().masked_fill(padding_mask, float("-inf")).type_as(scores)  # FP16-safe
         attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
-        context = WeightedSum.apply(attn, values, step_gradient(values))  # B x C   (eq 3)
+        with torch.autocast(device_type=values.device.type, enabled=False):  # one dtype: the values'
+            context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x C   (eq 3)
         return attn, context
 
 
@@ -95,9 +96,11 @@ class WeightedSum(torch.autograd.Function):
         return torch.bmm(attn.unsqueeze(1), values).squeeze(1)  # B x C
 
     @staticmethod
+    @torch.autocast(device_type="cuda", enabled=False)
+    @torch.autocast(device_type="cpu", enabled=False)
     def backward(ctx, grad_context):
         attn, values = ctx.saved_tensors
-        grad_context = grad_context.unsqueeze(1)  # B x 1 x C
+        grad_context = grad_context.to(values.dtype).unsqueeze(1)  # B x 1 x C
         grad_attn = torch.bmm(grad_context, values.transpose(1, 2)).squeeze(1) if ctx.needs_input_grad[0] else None
         grad_values = None
         if ctx.needs_input_grad[1]:
