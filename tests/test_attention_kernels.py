@@ -191,24 +191,36 @@ def test_beam_search_is_unchanged_by_skipping_source_only_copies(monkeypatch, ar
         assert [score for _, score in fast_hyps] == pytest.approx([score for _, score in slow_hyps], abs=1e-6)
 
 
-def test_unpadded_batch_runs_the_lstm_unpacked_with_the_same_result():
-    """All documents of the same length: the encoder skips the PackedSequence; same outputs and final states
-    as the packed run."""
+@pytest.mark.parametrize("lengths, max_groups", [
+    ([5, 5, 5, 5], 16),  # no padding: one plain call
+    ([5, 3, 5, 2], 16),  # three lengths: one plain call per length
+    ([5, 3, 4, 2], 2),  # more lengths than MAX_LENGTH_GROUPS: a PackedSequence
+])
+def test_encoder_lstm_equals_a_packed_run(monkeypatch, lengths, max_groups):
+    """However the encoder runs its LSTM, outputs (zero at padding) and final states are those of a
+    PackedSequence run, forward and backward."""
+    from fairseq_plugins.models import pgn_lstm
+
+    monkeypatch.setattr(pgn_lstm, "MAX_LENGTH_GROUPS", max_groups)
     torch.manual_seed(6)
-    dictionary = tiny_dictionary()
-    encoder = tiny_model(dictionary).encoder.eval()
-    x = torch.randn(3, 5, 8)
-    lengths = torch.tensor([5, 5, 5])
-    fast_out, (fast_h, fast_c) = encoder.run_lstm(x, lengths)
-    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
-    packed_out, (h, c) = encoder.lstm(packed)
-    out, _ = torch.nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True)
-    torch.testing.assert_close(fast_out, out)
-    torch.testing.assert_close(fast_h, h)
-    torch.testing.assert_close(fast_c, c)
-    # With one shorter document the packed path runs: its padded positions are zero, not LSTM states.
-    padded_out, _ = encoder.run_lstm(x, torch.tensor([5, 3, 5]))
-    assert torch.all(padded_out[1, 3:] == 0) and not torch.all(fast_out[1, 3:] == 0)
+    encoder = tiny_model(tiny_dictionary()).encoder.eval()
+    x = torch.randn(4, 5, 8, requires_grad=True)
+    lengths = torch.tensor(lengths)
+
+    def packed_run():
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = encoder.lstm(packed)
+        return torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=5)[0], final
+
+    results = []
+    for run in (packed_run, lambda: encoder.run_lstm(x, lengths)):
+        out, (h, c) = run()
+        weights = torch.arange(out.numel(), dtype=out.dtype).view_as(out).cos()
+        grad = torch.autograd.grad((out * weights).sum() + h.sin().sum() + c.cos().sum(), x)[0]
+        results.append((out, h, c, grad))
+    for expected, got in zip(*results):
+        torch.testing.assert_close(got, expected)
+    assert torch.all(results[1][0][1, lengths[1]:] == 0)  # padding positions are zeros
 
 
 def test_attention_runs_under_mixed_precision():
