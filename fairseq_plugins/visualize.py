@@ -19,6 +19,7 @@ Input: a :class:`fairseq_plugins.hub.SummaryDetails` (``Summarizer.summarize_wit
     coverage-overlap bars to the right of each row, and the final coverage of each source token below.
     Its size in pixels is ``png_layout(...)["width"] x ["height"]`` (see there), independent of the text.
 """
+import functools
 import html
 import warnings
 from pathlib import Path
@@ -127,22 +128,8 @@ def _draw_png(details, path, dpi: int, title: Optional[str]) -> Dict[str, int]:
     labels_src = lay["cell_width"] >= LABEL_CELL
     labels_tgt = lay["cell_height"] >= LABEL_CELL
     heat.xaxis.tick_top()
-    if labels_src:
-        heat.set_xticks(range(n_src), details.source_tokens, rotation=90, fontsize=7, parse_math=False)
-        for label, oov in zip(heat.get_xticklabels(), details.source_oov):
-            if oov:
-                label.set_color(OOV_COLOUR)
-                label.set_fontweight("bold")
-    else:
-        heat.set_xticks([])
-    if labels_tgt:
-        heat.set_yticks(range(n_tgt), details.summary_tokens, fontsize=7, parse_math=False)
-        for label, copied in zip(heat.get_yticklabels(), details.summary_copied_oov):
-            if copied:
-                label.set_color(OOV_COLOUR)
-                label.set_fontweight("bold")
-    else:
-        heat.set_yticks([])
+    _label_ticks(heat.xaxis, details.source_tokens, details.source_oov, labels_src, rotation=90)
+    _label_ticks(heat.yaxis, details.summary_tokens, details.summary_copied_oov, labels_tgt)
     heading = [title or "Attention: summary tokens (rows) over source tokens (columns)",
                f"white = 0, darkest blue = {vmax:.2f}; orange labels: OOV words"
                + ("" if labels_src and labels_tgt else "; token labels omitted (too many tokens)")]
@@ -181,6 +168,19 @@ def _draw_png(details, path, dpi: int, title: Optional[str]) -> Dict[str, int]:
     return lay
 
 
+def _label_ticks(axis, tokens, marked, show: bool, **style) -> None:
+    """One tick label per token along a heat-map axis, the marked ones (OOV words) in orange and bold; no
+    ticks when the cells are too small to be labelled."""
+    if not show:
+        axis.set_ticks([])
+        return
+    axis.set_ticks(range(len(tokens)), tokens, fontsize=7, parse_math=False, **style)
+    for label, is_marked in zip(axis.get_ticklabels(), marked):
+        if is_marked:
+            label.set_color(OOV_COLOUR)
+            label.set_fontweight("bold")
+
+
 # ---------------------------------------------------------------------------------------------- CJK fonts
 # Font families that cover Chinese (first found wins), and the file names they are installed under.
 CJK_FAMILIES = ("WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans SC",
@@ -196,9 +196,10 @@ def has_cjk(text: str) -> bool:
                or "\uf900" <= ch <= "\ufaff" for ch in text)
 
 
+@functools.lru_cache(maxsize=1)
 def cjk_font() -> Optional[str]:
     """The family name of an installed CJK font, or None.  Fonts installed after matplotlib built its font
-    cache are found by scanning the system font directories."""
+    cache are found by scanning the system font directories (once per process)."""
     from matplotlib import font_manager
 
     installed = {font.name for font in font_manager.fontManager.ttflist}
