@@ -15,7 +15,8 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
   1. tokenize, truncate and mark OOV words as ``summ-prepare --apply`` does (``text.tokenization.Tokenizer``,
      ``text.prepare.mark_source``);
   2. batch as ``fairseq-interactive --buffer-size 64 --batch-size B`` does (same task batch iterator, same order)
-     and run fairseq's ``SequenceGenerator`` built by ``task.build_generator``;
+     and run the beam search built by ``task.build_generator`` (for ``--task summarization`` the project's
+     generator: ``summarize(texts, block_ngram_repeat=3)`` is ``generate.sh --input ... --block-ngram-repeat 3``);
   3. map markers back to the document's words and detokenize as ``summ-restore`` does
      (``text.restore.restore_summary``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
@@ -182,11 +183,20 @@ class Summarizer:
         return ids, marked, oov_words
 
     # ------------------------------------------------------------------ generation
-    def build_generator(self, beam=5, max_len_a=0, max_len_b=60, min_len=5, lenpen=1.0, **options):
-        """fairseq's SequenceGenerator from the task; ``options`` are other fairseq generation options
-        (``no_repeat_ngram_size``, ``unkpen``, ``sampling``...), named as attributes of fairseq's GenerationConfig."""
+    def build_generator(self, beam=5, max_len_a=0, max_len_b=60, min_len=5, lenpen=1.0, block_ngram_repeat=0,
+                        block_ignore="", coverage_penalty=0.0, **options):
+        """The task's generator (for ``--task summarization`` the project's beam search, with n-gram blocking and
+        the coverage penalty as ``generate.sh`` passes them: ``block_ngram_repeat=3`` is
+        ``--block-ngram-repeat 3``); ``options`` are other fairseq generation options (``unkpen``,
+        ``sampling``...), named as attributes of fairseq's GenerationConfig.  Defaults are those of
+        generate.sh, never the options the model was trained with."""
+        project = dict(block_ngram_repeat=block_ngram_repeat, block_ignore=block_ignore,
+                       coverage_penalty=coverage_penalty)
+        if not hasattr(self.task, "generator_options") and any(project.values()):
+            raise ValueError(f"{', '.join(k for k, v in project.items() if v)} need a model trained with "
+                             f"--task summarization (this one has {type(self.task).__name__})")
         args = argparse.Namespace(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
-                                  lenpen=lenpen, **options)
+                                  lenpen=lenpen, **project, **options)
         return self.task.build_generator([self.model], args)
 
     def _generate(self, texts: Sequence[str], batch_size: int, generator_options: Dict):

@@ -82,6 +82,34 @@ def test_summarize_equals_generate_sh(trained, summarizer, documents, tmp_path):
     assert not any("<oov-" in s or "</s>" in s for s in summaries)
 
 
+def word_trigram_repeats(summary, ignore=(",", "<unk>")):
+    words = summary.split()
+    grams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
+    grams = [g for g in grams if not set(g) & set(ignore)]
+    return len(grams) - len(set(grams))
+
+
+def test_trigram_blocking_in_summarize_generate_sh_and_fairseq_generate(trained, summarizer, documents, tmp_path):
+    """summarize(..., block_ngram_repeat=3) equals generate.sh --input ... --block-ngram-repeat 3 (through
+    fairseq-interactive) and no summary repeats a trigram; generate.sh --split (fairseq-generate) blocks too."""
+    _, data, model, _ = trained
+    (tmp_path / "docs.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
+    config = str(trained[0] / "short.conf")
+    blocking = ["--block-ngram-repeat", "3", "--block-ignore", ","]
+    script = run(["./generate.sh", "-c", config, "--input", str(tmp_path / "docs.txt"), str(data), str(model),
+                  *GENERATION, "--min-len", "20", *blocking])
+    blocked = summarizer.summarize(documents, beam=3, max_len_b=20, min_len=20, block_ngram_repeat=3,
+                                   block_ignore=",")
+    assert blocked == script.stdout.split("\n")[:-1]
+    free = summarizer.summarize(documents, beam=3, max_len_b=20, min_len=20)
+    assert sum(map(word_trigram_repeats, free)) > 0  # a 3-update model loops: the test has something to block
+    assert sum(map(word_trigram_repeats, blocked)) == 0
+    split = run(["./generate.sh", "-c", config, "--split", "test", str(data), str(model), *GENERATION,
+                 "--min-len", "20", *blocking])
+    lines = split.stdout.split("\n")[:-1]
+    assert len(lines) == 6 and sum(map(word_trigram_repeats, lines)) == 0
+
+
 def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, documents, tmp_path):
     """A copy of the checkpoint that can only copy (p_gen = 0, uniform attention) writes the most frequent source
     token: for the last document an OOV word, which both generate.sh and summarize() must restore."""

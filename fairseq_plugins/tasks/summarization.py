@@ -1,9 +1,24 @@
-"""``summarization``: fairseq's translation task (source document -> target summary) without lost inputs.
+"""``summarization``: fairseq's translation task (source document -> target summary) without lost inputs, with
+the project's generator and validation by ROUGE.
 
-With ``--eval-accuracy`` the task also summarizes the validation set at every validation (generation settings
-in ``--eval-gen-args``, greedy by default) and logs ``accuracy``, Shi et al.'s eq 17 in percent
-(fairseq_plugins/scoring/accuracy.py); train with ``--best-checkpoint-metric accuracy
---maximize-best-checkpoint-metric`` to keep the checkpoint that summarizes best.
+Generation (fairseq-generate, fairseq-interactive, generate.sh, the hub API, validation) uses the project's
+beam search (fairseq_plugins/generation/generator.py) with these task options:
+  ``--block-ngram-repeat N``  no hypothesis produces an n-gram twice (Paulus et al.: N = 3); fairseq's own
+                             ``--no-repeat-ngram-size N``, which blocks nothing on a CPU, means the same here;
+  ``--block-ignore TOKENS``  n-grams containing these tokens may repeat (OpenNMT-py -ignore_when_blocking);
+  ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores.
+A generation config that names one of these (``--eval-gen-args``, the hub's keyword arguments) overrides the
+task's value.
+
+Validation by generation: ``--eval-accuracy`` and ``--eval-rouge`` summarize the validation set at every
+validation with ``--eval-gen-args`` (greedy, up to 100 tokens, by default):
+  ``accuracy``: Shi et al.'s eq 17 in percent (fairseq_plugins/scoring/accuracy.py);
+  ``rouge_1``, ``rouge_2``, ``rouge_l``: F1 in percent, the mean over documents of what ``generate.sh --score``
+  computes (OOV markers restored, detokenized, scored against DATA/ref/SPLIT.tgt with the exact Python ROUGE;
+  fairseq_plugins/scoring/validation_rouge.py).  ``--eval-rouge-dir`` is the folder preprocess.sh wrote
+  (default: the parent of the data directory).
+Sums and counts are added over batches and workers before dividing, so several workers log the same figure
+as one.  Keep the best summarizer with ``--best-checkpoint-metric rouge_l --maximize-best-checkpoint-metric``.
 
 fairseq 0.12.x (``data_utils.batch_by_size``) silently drops the last batch of *every* split when its size is
 not a multiple of ``--required-batch-size-multiple`` (default 8): validation loses samples and
@@ -19,31 +34,54 @@ left exactly as they were.  With several workers the decision is all-reduced, so
 import contextlib
 import json
 import logging
+import os
 from argparse import Namespace
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
-from omegaconf import OmegaConf, open_dict
+from omegaconf import II, OmegaConf, open_dict
 
 from fairseq import metrics, utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_plugins.generation.generator import SummarizationGenerator
 from fairseq_plugins.scoring.accuracy import summary_accuracy
+from fairseq_plugins.scoring.validation_rouge import METRICS as ROUGE_METRICS, ValidationRouge
 
 logger = logging.getLogger(__name__)
+
+GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty")
 
 
 @dataclass
 class SummarizationConfig(TranslationConfig):
+    block_ngram_repeat: int = field(
+        default=0, metadata={"help": "beam search: no hypothesis repeats an n-gram of this size (0 = off; Paulus "
+                                     "et al. use 3); works on CPU and GPU, unlike --no-repeat-ngram-size"})
+    block_ignore: str = field(
+        default="", metadata={"help": "space-separated tokens whose n-grams are never blocked, e.g. '. ,' "
+                                      "(<unk> always is)"})
+    coverage_penalty: float = field(
+        default=0.0, metadata={"help": "beta of GNMT's coverage penalty beta * sum_i log(min(sum_t a_i^t, 1)), "
+                                       "added to finished hypotheses' scores (0 = off)"})
     eval_accuracy: bool = field(
         default=False, metadata={"help": "summarize the validation set and log accuracy (Shi et al. eq 17)"}
     )
+    eval_rouge: bool = field(
+        default=False, metadata={"help": "summarize the validation set and log rouge_1, rouge_2, rouge_l (F1, "
+                                         "percent), as generate.sh --score computes them"})
+    eval_rouge_dir: Optional[str] = field(
+        default=None, metadata={"help": "--eval-rouge: the folder preprocess.sh wrote (prep.json, tok/, ref/); "
+                                        "default: the parent of the data directory"})
     eval_gen_args: str = field(
         default='{"beam": 1, "max_len_a": 0, "max_len_b": 100}',
-        metadata={"help": "generation settings for --eval-accuracy, as JSON (keys as in fairseq-generate)"},
+        metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
+                          "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty)"},
     )
+    valid_subset: str = II("dataset.valid_subset")
 
 
 @register_task("summarization", dataclass=SummarizationConfig)
@@ -51,6 +89,8 @@ class SummarizationTask(TranslationTask):
     skips_nonfinite_updates = True  # focal_copy_coverage --on-nonfinite skip relies on optimizer_step below
     _skip_update = None  # update_num (as fairseq passes it) whose optimizer step must not run
     _may_skip = False  # the criterion skips non-finite batches (then workers agree on every update)
+    _current_split = None  # the split whose batches are being iterated (set by get_batch_iterator)
+    validation_rouge = None
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
         # fairseq's update_num counts the updates already done; the one computed now is logged as update_num + 1.
@@ -82,8 +122,33 @@ class SummarizationTask(TranslationTask):
         if multiple != 1:
             logger.info("summarization task: --required-batch-size-multiple %d -> 1 (keeps every input)", multiple)
         kwargs["required_batch_size_multiple"] = 1
+        self._current_split = next((name for name, data in self.datasets.items() if data is dataset), None)
         return super().get_batch_iterator(dataset, **kwargs)
 
+    # ------------------------------------------------------------------ generation
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        """fairseq's generator choice, except that plain beam search is the project's SummarizationGenerator
+        (n-gram blocking, coverage penalty).  Its options come from ``args`` when it names them (a generation
+        config of the hub or --eval-gen-args), else from this task's options."""
+        plain_beam = seq_gen_cls is None and not any(
+            getattr(args, name, False) for name in ("score_reference", "print_alignment"))
+        if plain_beam:
+            seq_gen_cls = SummarizationGenerator
+            extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, **self.generator_options(args))
+        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
+                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+
+    def generator_options(self, args):
+        options = {name: getattr(args, name, getattr(self.cfg, name)) for name in GENERATOR_OPTIONS}
+        fairseq_n = getattr(args, "no_repeat_ngram_size", 0) or 0
+        if fairseq_n > 0:  # fairseq's NGramRepeatBlock blocks nothing on a CPU (0.12.x): ours does the work
+            if options["block_ngram_repeat"] not in (0, fairseq_n):
+                raise ValueError(f"--no-repeat-ngram-size {fairseq_n} and --block-ngram-repeat "
+                                 f"{options['block_ngram_repeat']} disagree: give one of them")
+            options["block_ngram_repeat"] = fairseq_n
+        return options
+
+    # ------------------------------------------------------------------ validation by generation
     def build_model(self, cfg, from_checkpoint=False):
         if from_checkpoint:
             # The checkpoint's weights replace pretrained embeddings: don't read (possibly moved) files again.
@@ -92,40 +157,76 @@ class SummarizationTask(TranslationTask):
                     if getattr(cfg, key, None):
                         setattr(cfg, key, None)
         model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.eval_accuracy:
-            self.accuracy_generator = self.build_generator([model], Namespace(**json.loads(self.cfg.eval_gen_args)))
+        if from_checkpoint:  # loaded for generation (fairseq-generate, the hub): no validation
+            return model
+        if self.cfg.eval_accuracy or self.cfg.eval_rouge:
+            self.eval_generator = self.build_generator([model], Namespace(**json.loads(self.cfg.eval_gen_args)))
+        if self.cfg.eval_rouge:
+            self.validation_rouge = ValidationRouge(self.rouge_dir())
+            for split in self.validation_splits():  # fail now on a missing file, not after the first epoch
+                self.validation_rouge.split(split)
         return model
+
+    def rouge_dir(self) -> str:
+        if self.cfg.eval_rouge_dir:
+            return self.cfg.eval_rouge_dir
+        return os.path.dirname(os.path.abspath(utils.split_paths(self.cfg.data)[0]))
+
+    def validation_splits(self):
+        return [name for name in self.cfg.valid_subset.split(",") if name]
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        if not (self.cfg.eval_accuracy or self.cfg.eval_rouge):
+            return loss, sample_size, logging_output
+        hypotheses = self.inference_step(self.eval_generator, [model], sample, prefix_tokens=None)
+        best = [hypos[0]["tokens"] for hypos in hypotheses]  # one per document, in batch order
         if self.cfg.eval_accuracy:
-            total, count = self.accuracy_sum(model, sample)
-            logging_output["_accuracy_sum"] = total
-            logging_output["_accuracy_count"] = count
+            logging_output["_accuracy_sum"], logging_output["_accuracy_count"] = self.accuracy_sum(best, sample)
+        if self.cfg.eval_rouge:
+            logging_output.update(self.rouge_sums(best, sample))
         return loss, sample_size, logging_output
 
-    def accuracy_sum(self, model, sample):
+    def accuracy_sum(self, best, sample):
         """Sum of eq 17's per-summary accuracies over the batch, and how many summaries it covers."""
-        hypotheses = self.inference_step(self.accuracy_generator, [model], sample, prefix_tokens=None)
         pad, eos, unk = self.tgt_dict.pad(), self.tgt_dict.eos(), self.tgt_dict.unk()
         total, count = 0.0, 0
-        for hypos, target in zip(hypotheses, sample["target"]):
+        for tokens, target in zip(best, sample["target"]):
             target = [t for t in utils.strip_pad(target, pad).tolist() if t != eos]
-            predicted = [t for t in hypos[0]["tokens"].tolist() if t != eos]
+            predicted = [t for t in tokens.tolist() if t != eos]
             accuracy = summary_accuracy(predicted, target, unk=unk)
             if accuracy is not None:
                 total, count = total + accuracy, count + 1
         return total, count
 
+    def rouge_sums(self, best, sample):
+        """``_rouge_1_sum``... (sums of per-document F1 fractions) and ``_rouge_count`` of one batch."""
+        split = self._current_split
+        if split is None:
+            raise RuntimeError("--eval-rouge: cannot tell which split this validation batch comes from")
+        tokens = [self.tgt_dict.string(t.int().cpu(), None, extra_symbols_to_ignore={self.tgt_dict.eos()}).split()
+                  for t in best]
+        sums = self.validation_rouge.score(split, sample["id"].tolist(), tokens)
+        out = {f"_{name}_sum": sums[name] for name in ROUGE_METRICS}
+        out["_rouge_count"] = sums["n"]
+        return out
+
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
-        if not self.cfg.eval_accuracy:
-            return
-        total = sum(log.get("_accuracy_sum", 0.0) for log in logging_outputs)
-        count = sum(log.get("_accuracy_count", 0) for log in logging_outputs)
-        if count > 0:
-            metrics.log_scalar("_accuracy_sum", total)
-            metrics.log_scalar("_accuracy_count", count)
-            metrics.log_derived(
-                "accuracy", lambda meters: round(100 * meters["_accuracy_sum"].sum / meters["_accuracy_count"].sum, 2)
-            )
+        if self.cfg.eval_accuracy:
+            log_means(["accuracy"], "_accuracy_count", logging_outputs)
+        if self.cfg.eval_rouge:
+            log_means(list(ROUGE_METRICS), "_rouge_count", logging_outputs)
+
+
+def log_means(names, count_key, logging_outputs, sum_key="_{}_sum") -> None:
+    """Logs each ``name`` = 100 * (sum of its sums) / (sum of the counts).  Sums and counts are added over
+    batches and workers first, so the figure is the mean over all documents, not a mean of means."""
+    count = sum(log.get(count_key, 0) for log in logging_outputs)
+    if count == 0:
+        return
+    metrics.log_scalar(count_key, count)
+    for name in names:
+        key = sum_key.format(name)
+        metrics.log_scalar(key, sum(log.get(key, 0.0) for log in logging_outputs))
+        metrics.log_derived(name, lambda meters, key=key: round(100 * meters[key].sum / meters[count_key].sum, 2))

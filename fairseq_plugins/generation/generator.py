@@ -1,0 +1,97 @@
+"""The project's beam-search generator: fairseq's ``SequenceGenerator`` plus n-gram blocking that works on every
+device, and a GNMT-style coverage penalty.
+
+``--task summarization`` builds it (``SummarizationTask.build_generator``), so ``fairseq-generate``,
+``fairseq-interactive``, ``generate.sh``, the hub API, the Slurm generation array and validation-time
+generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same options:
+
+    --block-ngram-repeat N   no hypothesis produces an n-gram twice (Paulus et al. 2017, N = 3); banned
+                             continuations get probability 0 before the beam is chosen (ngram_blocking.py)
+    --block-ignore TOKENS    n-grams containing one of these tokens may repeat (OpenNMT-py
+                             ``-ignore_when_blocking``), e.g. ". , \\""; ``<unk>`` is always ignored
+    --coverage-penalty BETA  cp = BETA * sum_i log(min(sum_t a_i^t, 1.0)) added to each finished
+                             hypothesis's score (Wu et al. 2016, "Google's Neural Machine Translation System",
+                             eq 14; OpenNMT-py ``-coverage_penalty wu -beta BETA``)
+
+fairseq's own ``--no-repeat-ngram-size N`` reads a pad-filled buffer on a CPU and blocks nothing there (fairseq
+0.12.x, issue 5206): under this generator it means ``--block-ngram-repeat N``.
+
+The coverage penalty.  Wu et al. score a complete hypothesis Y of source X as
+    s(Y, X) = log P(Y | X) / lp(Y) + cp(X; Y),   cp(X; Y) = beta * sum_{i=1}^{|X|} log(min(sum_{t=1}^{|Y|} a_i^t, 1.0))
+where a^t is the attention at output step t.  Here lp is fairseq's length normalisation (``--lenpen``: the
+score is the summed log-probability divided by |Y|^lenpen), and cp is added to the score of every finished
+hypothesis, which re-ranks the beam's finished candidates; it does not change which partial hypotheses the
+beam keeps.  The sum runs over the source's real tokens (its ``</s>`` included, padding excluded); a source
+word whose attention underflowed to exactly 0 counts as ``COVERAGE_EPS``, so the penalty stays finite.  It
+needs a model that returns its attention (``extra["attn"]``), as every model of this project does.
+"""
+import logging
+import math
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from fairseq.sequence_generator import SequenceGenerator
+
+from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
+
+logger = logging.getLogger(__name__)
+
+COVERAGE_EPS = 1e-10  # floor of a source word's summed attention inside the log of the coverage penalty
+
+
+class SummarizationGenerator(SequenceGenerator):
+    """fairseq's beam search with n-gram blocking and a coverage penalty.
+
+    Args (beyond ``SequenceGenerator``'s):
+        block_ngram_repeat: n of the n-gram blocking (0 = off).
+        block_ignore: space-separated tokens whose n-grams are never blocked.
+        coverage_penalty: beta of the coverage penalty (0 = off).
+    """
+
+    def __init__(self, models, tgt_dict, block_ngram_repeat: int = 0, block_ignore: Optional[str] = None,
+                 coverage_penalty: float = 0.0, **kwargs):
+        super().__init__(models, tgt_dict, **kwargs)
+        if block_ngram_repeat > 0:
+            self.repeat_ngram_blocker = NGramBlocker(block_ngram_repeat, ignore_ids(tgt_dict, block_ignore))
+        elif block_ignore:
+            raise ValueError("--block-ignore needs --block-ngram-repeat N (N > 0)")
+        if coverage_penalty < 0 or not math.isfinite(coverage_penalty):
+            raise ValueError(f"--coverage-penalty must be a finite number >= 0, not {coverage_penalty}")
+        self.coverage_penalty = coverage_penalty
+
+    def _generate(self, sample: Dict[str, Dict[str, Tensor]], prefix_tokens: Optional[Tensor] = None,
+                  constraints: Optional[Tensor] = None, bos_token: Optional[int] = None):
+        finalized = super()._generate(sample, prefix_tokens, constraints, bos_token)
+        if self.coverage_penalty > 0:
+            source_lengths = sample["net_input"]["src_tokens"].ne(self.pad).sum(dim=1)  # B
+            for hypos, length in zip(finalized, source_lengths.tolist()):
+                add_coverage_penalty(hypos, length, self.coverage_penalty)
+        return finalized
+
+
+def add_coverage_penalty(hypos: List[Dict[str, Tensor]], source_length: int, beta: float) -> None:
+    """Adds cp (module docstring) to each hypothesis's ``score`` and re-sorts them, best first.  In place."""
+    for hypo in hypos:
+        attention = hypo["attention"]  # S x T
+        if attention.numel() == 0:
+            raise ValueError("--coverage-penalty needs a model that returns its attention (extra['attn'])")
+        hypo["coverage_penalty"] = coverage_penalty(attention, source_length, beta)
+        hypo["score"] = hypo["score"] + hypo["coverage_penalty"]
+    hypos.sort(key=lambda hypo: float(hypo["score"]), reverse=True)
+
+
+def coverage_penalty(attention: Tensor, source_length: int, beta: float) -> Tensor:
+    """beta * sum_i log(min(sum_t a_i^t, 1)) over the source's real positions (Wu et al. 2016, eq 14).
+
+    attention: S x T, S >= source_length.  Which S positions are real depends on the model: pgn_lstm (and
+    fairseq's lstm) attend in right-padded order, a transformer in the dataset's left-padded order; the real
+    positions are the contiguous block of ``source_length`` that carries the attention (padding gets none)."""
+    coverage = attention.float().sum(dim=1)  # S: sum_t a_i^t
+    padding = coverage.size(0) - source_length
+    if padding > 0 and coverage[source_length:].sum() > coverage[:padding].sum():
+        coverage = coverage[padding:]  # left-padded: the real tokens are the last source_length
+    else:
+        coverage = coverage[:source_length]
+    return beta * torch.log(coverage.clamp(min=COVERAGE_EPS, max=1.0)).sum()
