@@ -1,0 +1,188 @@
+#!/usr/bin/env python
+"""Train several systems on one corpus with the same budget, decode each with several settings, and tabulate
+official ROUGE, repetition and speed.  The issues' experiments are command lines of this script (docs/results/).
+
+    python scripts/experiments/compare.py --name NAME --corpus lcsts|cnndm --config CONFIG --updates N \
+        --variant LABEL CONFIG "EXTRA train.sh OPTIONS" [--variant ...] \
+        [--continue LABEL PARENT "EXTRA OPTIONS" --continue-updates M] \
+        [--decode LABEL "EXTRA generate.sh OPTIONS" ...] [--lead N] [--work runs/NAME] [--threads 1]
+
+Steps (each through the project's own scripts; logs in WORK/logs/):
+  1. the corpus: ``lcsts`` = LCSTS PART_II, train.tsv for training, val.tsv split in file order into
+     --valid-size pairs for validation and the rest for the test set; ``cnndm`` = See et al.'s 10,000 CNN/DM
+     test documents split by id (first 500 test, next 300 validation, 9,200 training; articles as released,
+     400 tokens at most); then preprocess.sh with --config's PREP_ARGS;
+  2. every --variant: train.sh -c CONFIG for exactly --updates updates (same batches, same seed), keeping
+     checkpoint_best.pt by the config's criterion; every --continue: train.sh from PARENT's checkpoint_best.pt
+     (``--restore-file ... --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler``) for
+     --continue-updates more updates;
+  3. every system x every --decode: generate.sh --split test (the config's GEN_ARGS plus the decode's options),
+     official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
+     characters), mean length, decode sentences/s (fairseq's own timing of the generation);
+  4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
+A system already trained in WORK is reused (its decode rows are recomputed) unless --retrain.  The table goes
+to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
+"""
+import argparse
+import json
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib import (ROOT, Experiment, cnndm_raw, decode_facts, lcsts_raw, lead, official_rouge,  # noqa: E402
+                 read_lines, repetition, train_facts, write_lines)
+
+RESET = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--name", required=True, help="experiment name (title of the table, default work dir)")
+    parser.add_argument("--corpus", choices=("lcsts", "cnndm"), required=True)
+    parser.add_argument("--config", required=True, help="config whose PREP_ARGS prepare the data")
+    parser.add_argument("--updates", type=int, required=True, help="training updates of every --variant")
+    parser.add_argument("--variant", nargs=3, action="append", default=[], metavar=("LABEL", "CONFIG", "EXTRA"))
+    parser.add_argument("--continue", dest="continuations", nargs=3, action="append", default=[],
+                        metavar=("LABEL", "PARENT", "EXTRA"), help="train from PARENT's checkpoint_best.pt")
+    parser.add_argument("--continue-updates", type=int, help="updates of every --continue")
+    parser.add_argument("--decode", nargs=2, action="append", metavar=("LABEL", "EXTRA"),
+                        help="decoding settings (default: one, 'beam', the config's GEN_ARGS)")
+    parser.add_argument("--lead", type=int, help="add LEAD-N (sentences; Chinese: characters)")
+    parser.add_argument("--valid-size", type=int, default=500, help="lcsts: val.tsv pairs used for validation")
+    parser.add_argument("--work", type=Path)
+    parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every step (0: torch's)")
+    parser.add_argument("--retrain", action="store_true", help="train every system again")
+    args = parser.parse_args()
+    if args.continuations and not args.continue_updates:
+        parser.error("--continue needs --continue-updates")
+    labels = [v[0] for v in args.variant] + [c[0] for c in args.continuations]
+    if len(set(labels)) != len(labels) or not labels:
+        parser.error("give at least one --variant, with distinct labels")
+    for label, parent, _ in args.continuations:
+        if parent not in labels[:labels.index(label)]:
+            parser.error(f"--continue {label}: parent {parent} must be a system defined before it")
+    args.decode = args.decode or [("beam", "")]
+    args.work = args.work or ROOT / "runs" / args.name
+    return args
+
+
+def prepare_data(exp: Experiment, args):
+    raw, data = exp.work / "raw", exp.work / "data"
+    if not (data / "bin" / "dict.src.txt").is_file():
+        shutil.rmtree(data, ignore_errors=True)
+        if args.corpus == "lcsts":
+            lcsts_raw(exp, raw, args.valid_size)
+        else:
+            cnndm_raw(exp, raw)
+        exp.run([ROOT / "preprocess.sh", "-c", args.config, raw, data], "preprocess.log")
+    counts = {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
+    lang = json.loads((data / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
+    return raw, data, counts, lang
+
+
+def systems(args):
+    """(label, config, extra options, parent or None, updates) in training order."""
+    out = [(label, config, shlex.split(extra), None, args.updates) for label, config, extra in args.variant]
+    configs = {label: config for label, config, *_ in out}
+    for label, parent, extra in args.continuations:
+        configs[label] = configs[parent]
+        out.append((label, configs[parent], shlex.split(extra), parent, args.continue_updates))
+    return out
+
+
+def train(exp: Experiment, data: Path, system, retrain: bool):
+    label, config, extra, parent, updates = system
+    model = exp.work / "models" / label
+    log_name = f"train_{label}.log"
+    if retrain or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+        shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
+        start = []
+        if parent is not None:
+            start = ["--restore-file", exp.work / "models" / parent / "checkpoint_best.pt", *RESET]
+        seconds = exp.run([ROOT / "train.sh", "-c", config, data, model, *extra, *start, "--max-update", updates],
+                          log_name)
+        (model / "train_seconds").write_text(f"{seconds:.1f}\n")
+    facts = train_facts(exp.logs / log_name)
+    facts["train_min"] = float((model / "train_seconds").read_text()) / 60
+    return model, facts
+
+
+def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, decode, lang: str, n_test: int):
+    decode_label, decode_extra = decode
+    name = f"{label}.{decode_label}"
+    hyps = exp.work / "outputs" / f"{name}.txt"
+    hyps.parent.mkdir(exist_ok=True)
+    exp.run([ROOT / "generate.sh", "-c", config, "--split", "test", "--output", hyps, data, model,
+             *shlex.split(decode_extra)], f"generate_{name}.log")
+    summaries = read_lines(hyps)
+    if len(summaries) != n_test:
+        exp.fail(f"{hyps} has {len(summaries)} lines for {n_test} test documents")
+    row = {"system": label, "decode": decode_label, "decode_options": decode_extra,
+           "rouge": official_rouge(exp, data / "ref" / "test.tgt", hyps, lang, name)}
+    row.update(repetition(summaries, lang))
+    row.update(decode_facts(Path(f"{hyps}.fairseq.log")))
+    return row
+
+
+def fmt(value, digits=2):
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows, trained):
+    lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | summaries with a repeat % | "
+             "mean length | decode sent/s | updates | train min | train words/s | best valid loss |",
+             "|" + "---|" * 13]
+    for row in rows:
+        facts = trained.get(row["system"], {})
+        rouge = row["rouge"]
+        lines.append(" | ".join([
+            f"| {row['system']}", row["decode"], fmt(rouge["ROUGE-1"]), fmt(rouge["ROUGE-2"]), fmt(rouge["ROUGE-L"]),
+            fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1), fmt(row.get("mean_length"), 1),
+            fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("train_min"), 1),
+            fmt(facts.get("words_per_s"), 0), fmt(facts.get("best_valid_loss"), 3)]) + " |")
+    return lines
+
+
+def main():
+    args = parse_args()
+    exp = Experiment(args.name, args.work, args.threads)
+    started = time.time()
+    raw, data, counts, lang = prepare_data(exp, args)
+    rows, trained, options = [], {}, {}
+    for system in systems(args):
+        label, config, extra, parent, _ = system
+        model, trained[label] = train(exp, data, system, args.retrain)
+        options[label] = (f"from {parent}: " if parent else "") + f"-c {config} " + " ".join(extra)
+        for decode in args.decode:
+            rows.append(evaluate(exp, data, label, config, model, decode, lang, counts["test"]))
+    if args.lead:
+        hyps = exp.work / "outputs" / "lead.txt"
+        write_lines(hyps, lead(read_lines(raw / "test.src"), lang, args.lead))
+        row = {"system": f"LEAD-{args.lead}", "decode": "", "rouge": official_rouge(
+            exp, data / "ref" / "test.tgt", hyps, lang, "lead")}
+        row.update(repetition([h.replace(" <q> ", " ") for h in read_lines(hyps)], lang))
+        rows.insert(0, row)
+    command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    lines = [f"# {args.name}", "", f"Command: `{command}`", "",
+             f"Corpus `{args.corpus}`: {counts['train']} training, {counts['valid']} validation, {counts['test']} "
+             f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
+             f"Budget: {args.updates} updates per system"
+             + (f", {args.continue_updates} more for each continued system" if args.continuations else "")
+             + f"; threads: {args.threads or 'torch default'}.",
+             "ROUGE: official ROUGE-1.5.5 F1 (summ-rouge" + (", characters mapped to ids" if lang == "zh" else "")
+             + ") on the test set. Repeated trigrams: trigrams of "
+             + ("characters" if lang == "zh" else "words") + " that repeat an earlier trigram of the same summary.",
+             "", *table(rows, trained), "", "Systems:"]
+    lines += [f"- {label}: `{text}`" for label, text in options.items()]
+    lines += [f"- decoding {label}: `{extra or '(the config GEN_ARGS)'}`" for label, extra in args.decode]
+    lines += ["", f"Total wall time {(time.time() - started) / 60:.1f} min.", ""]
+    (exp.work / "results.md").write_text("\n".join(lines), encoding="utf-8")
+    (exp.work / "results.json").write_text(json.dumps({"rows": rows, "trained": trained}, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Shared steps of the experiment scripts: corpora from ../shared/data, the project's shell scripts, official
+ROUGE, repetition statistics and LEAD baselines.  Every step runs the project's own commands (preprocess.sh,
+train.sh, generate.sh, summ-rouge), so an experiment measures what a user runs.
+
+Research-only corpora (LCSTS, CNN/DM) are read from ../shared/data and written only under the experiment's
+work directory, never into the repository.
+"""
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data"
+LCSTS = SHARED / "lcsts_part2"
+CNNDM = SHARED / "cnndm_see2017" / "part_a.jsonl.gz"
+ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
+TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
+WPS = re.compile(r"\| train_inner \|.*?\| wps ([\d.]+) \|")
+VALID_LOSS = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+)")
+UPDATES = re.compile(r"num_updates[ =](\d+)")
+
+
+class Experiment:
+    """A work directory with a log folder; runs commands with the project's .venv first on PATH, this checkout
+    first on PYTHONPATH and OMP_NUM_THREADS = ``threads`` (0: torch's default, one thread per core)."""
+
+    def __init__(self, name: str, work: Path, threads: int = 1):
+        self.name = name
+        self.work = work.resolve()
+        self.logs = self.work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
+        venv_bin = ROOT / ".venv" / "bin"
+        if venv_bin.is_dir():
+            self.env["PATH"] = f"{venv_bin}:{self.env['PATH']}"
+        # this checkout's code, also for the summ-* commands (whichever checkout the venv was installed from)
+        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), self.env.get("PYTHONPATH")]))
+        if threads > 0:
+            self.env["OMP_NUM_THREADS"] = str(threads)
+
+    def log(self, message: str) -> None:
+        print(f"{self.name}: {message}", file=sys.stderr, flush=True)
+
+    def fail(self, message: str):
+        sys.exit(f"{self.name}: {message}")
+
+    def run(self, cmd: Sequence, log_name: str, stdout: Optional[Path] = None) -> float:
+        """Runs ``cmd`` from the repository root with its stderr (and stdout unless ``stdout`` is given) in
+        logs/LOG_NAME; returns the wall time in seconds; exits with the log's tail on failure."""
+        log_file = self.logs / log_name
+        self.log(" ".join(map(str, cmd)) + f"   (log: {log_file})")
+        start = time.time()
+        with log_file.open("w", encoding="utf-8") as err, \
+                (stdout.open("w", encoding="utf-8") if stdout else open(os.devnull, "w")) as out:
+            result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=self.env, stdout=out if stdout else err,
+                                    stderr=err, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            self.fail(f"failed ({result.returncode}): {cmd[0]}\n"
+                      + log_file.read_text(encoding="utf-8", errors="replace")[-3000:])
+        return time.time() - start
+
+
+# ----------------------------------------------------------------------------------------------- text files
+def read_lines(path: Path) -> List[str]:
+    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> None:
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------- corpora
+def lcsts_raw(exp: Experiment, raw: Path, valid_size: int = 500) -> Dict[str, int]:
+    """LCSTS PART_II: train.tsv -> raw/train.*; val.tsv in file order -> raw/valid.* (the first valid_size
+    pairs) and raw/test.* (the rest).  Returns the number of pairs per split."""
+    if not LCSTS.is_dir():
+        exp.fail(f"{LCSTS} not found (needs ../shared/data beside the repository)")
+    raw.mkdir(parents=True, exist_ok=True)
+    exp.run(["summ-convert", "tsv", LCSTS / "train.tsv", "--src-col", "1", "--tgt-col", "0",
+             "--out-prefix", raw / "train"], "convert_train.log")
+    exp.run(["summ-convert", "tsv", LCSTS / "val.tsv", "--src-col", "1", "--tgt-col", "0",
+             "--out-prefix", raw / "heldout"], "convert_val.log")
+    for side in ("src", "tgt"):
+        lines = read_lines(raw / f"heldout.{side}")
+        if not 0 < valid_size < len(lines):
+            exp.fail(f"the validation size must be in 1..{len(lines) - 1}")
+        write_lines(raw / f"valid.{side}", lines[:valid_size])
+        write_lines(raw / f"test.{side}", lines[valid_size:])
+        (raw / f"heldout.{side}").unlink()
+    return {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
+
+
+def cnndm_raw(exp: Experiment, raw: Path, test_size: int = 500, valid_size: int = 300) -> Dict[str, int]:
+    """CNN/DailyMail articles and reference highlights of See et al.'s released test set (10,000 documents,
+    lower-cased, PTB-tokenized, articles truncated to 400 tokens as released), split by id: the first
+    ``test_size`` ids are the test set, the next ``valid_size`` the validation set, the rest the training set.
+    Reference sentences are joined with `` <q> `` (summary-level ROUGE-L splits on it)."""
+    if not CNNDM.is_file():
+        exp.fail(f"{CNNDM} not found (needs ../shared/data beside the repository)")
+    raw.mkdir(parents=True, exist_ok=True)
+    with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
+        docs = sorted((json.loads(line) for line in handle), key=lambda doc: doc["id"])
+    splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
+              "train": docs[test_size + valid_size:]}
+    for split, part in splits.items():
+        write_lines(raw / f"{split}.src", [" ".join(doc["article"].split()) for doc in part])
+        write_lines(raw / f"{split}.tgt", [" <q> ".join(" ".join(s.split()) for s in doc["reference"])
+                                           for doc in part])
+        write_lines(raw / f"{split}.ids", [doc["id"] for doc in part])
+    return {split: len(part) for split, part in splits.items()}
+
+
+# ----------------------------------------------------------------------------------------------- project steps
+def train_facts(log_file: Path) -> Dict:
+    """Updates reached, mean training words/s (logged intervals after the first), best validation loss."""
+    text = log_file.read_text(encoding="utf-8", errors="replace")
+    updates = UPDATES.findall(text)
+    wps = [float(w) for w in WPS.findall(text)][1:]
+    losses = [float(v) for v in VALID_LOSS.findall(text)]
+    return {"updates": int(updates[-1]) if updates else 0, "words_per_s": statistics.mean(wps) if wps else None,
+            "best_valid_loss": min(losses) if losses else None}
+
+
+def decode_facts(fairseq_log: Path) -> Dict:
+    """Sentences/s of fairseq-generate (its own timing of the generation, without start-up)."""
+    match = TRANSLATED.search(fairseq_log.read_text(encoding="utf-8", errors="replace"))
+    return {"sentences_per_s": float(match.group(4)) if match else None}
+
+
+def official_rouge(exp: Experiment, refs: Path, hyps: Path, lang: str, name: str) -> Dict[str, float]:
+    """Official ROUGE-1.5.5 F1 (percent, the script's Average_F) via summ-rouge."""
+    out = exp.logs / f"rouge_{name}.out"
+    exp.run(["summ-rouge", "--refs", refs, "--hyps", hyps, "--lang", lang], f"rouge_{name}.log", stdout=out)
+    table = out.read_text(encoding="utf-8")
+    scores = {metric: float(value) for metric, value in ROUGE_ROW.findall(table)}
+    if set(scores) != {"ROUGE-1", "ROUGE-2", "ROUGE-L"}:
+        exp.fail(f"could not read ROUGE-1/2/L F1 from summ-rouge's output:\n{table}")
+    return scores
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+def units(text: str, lang: str) -> List[str]:
+    """Words (English, whitespace tokens) or characters (Chinese, whitespace removed): ROUGE's units."""
+    return [ch for ch in text if not ch.isspace()] if lang == "zh" else text.split()
+
+
+def repetition(summaries: Sequence[str], lang: str) -> Dict[str, float]:
+    """``repeated_trigrams``: percent of all trigrams that repeat an earlier trigram of the same summary;
+    ``with_repeat``: percent of summaries with at least one such trigram; ``mean_length`` in units."""
+    repeated = total = with_repeat = 0
+    lengths = []
+    for summary in summaries:
+        tokens = units(summary, lang)
+        lengths.append(len(tokens))
+        grams = [tuple(tokens[i:i + 3]) for i in range(len(tokens) - 2)]
+        extra = len(grams) - len(set(grams))
+        repeated, total, with_repeat = repeated + extra, total + len(grams), with_repeat + (extra > 0)
+    n = max(len(summaries), 1)
+    return {"repeated_trigrams": 100.0 * repeated / max(total, 1), "with_repeat": 100.0 * with_repeat / n,
+            "mean_length": statistics.mean(lengths) if lengths else 0.0}
+
+
+def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
+    """LEAD-N: the first ``size`` sentences (English, ending at '.', '!' or '?' tokens) or characters (Chinese,
+    whitespace removed) of each source."""
+    if lang == "zh":
+        return ["".join(units(src, lang))[:size] for src in sources]
+    out = []
+    for src in sources:
+        sentences, current = [], []
+        for token in src.split():
+            current.append(token)
+            if token in (".", "!", "?"):
+                sentences.append(" ".join(current))
+                current = []
+        if current:
+            sentences.append(" ".join(current))
+        out.append(" <q> ".join(sentences[:size]))
+    return out
