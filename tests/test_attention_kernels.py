@@ -183,6 +183,9 @@ def test_beam_search_is_unchanged_by_skipping_source_only_copies(monkeypatch, ar
 
     fast = search()
     monkeypatch.setattr(module, "reorder_rows", copy_everything)
+    from fairseq_plugins.modules import beam_reorder
+
+    monkeypatch.setattr(beam_reorder, "reorder_rows", copy_everything)  # the decoder state (modules/step_state.py)
     slow = search()
     assert any(calls), "beam search never reordered within the sources: the shortcut was not exercised"
     assert len(fast) == len(slow) == 2

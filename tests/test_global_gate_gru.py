@@ -237,12 +237,13 @@ def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, op
     torch.manual_seed(6)
     model = tiny_gru(dictionary, **options).eval()
     src, lengths, prev = batch(dictionary)
-    full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+    full_output = model(src, lengths, prev)
+    full = model.get_normalized_probs(full_output, log_probs=True)
 
     # Decode step by step, swapping the two batch rows halfway as beam search would.
     order = torch.tensor([1, 0])
     encoder_out = model.encoder(src, lengths)
-    state, steps, attns = {}, [], []
+    state, steps, attns, states = {}, [], [], []
     rows = torch.tensor([0, 1])
     for t in range(prev.size(1)):
         if t == 2:
@@ -253,8 +254,11 @@ def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, op
         back = torch.argsort(rows)  # back to the original row order
         steps.append(model.get_normalized_probs(out, log_probs=True).index_select(0, back))
         attns.append(out[1]["attn"][0].index_select(0, back))
+        states.append(out[1]["decoder_states"].index_select(0, back))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(torch.cat(attns, dim=1), model(src, lengths, prev)[1]["attn"][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat(attns, dim=1), full_output[1]["attn"][0], atol=1e-5, rtol=1e-5)
+    assert full_output[1]["decoder_states"].shape == (2, prev.size(1), model.decoder.hidden_size)  # B x T x H
+    torch.testing.assert_close(torch.cat(states, dim=1), full_output[1]["decoder_states"], atol=1e-5, rtol=1e-5)
 
 
 def test_focal_copy_coverage_runs_as_plain_nll(dictionary):

@@ -17,7 +17,7 @@ import torch
 
 from fairseq.data import Dictionary
 
-from fairseq_plugins.models.pgn_lstm import Embedding
+from fairseq_plugins.modules.factories import Embedding
 from fairseq_plugins.modules.pretrained_embeddings import (
     EmbeddingFileError, detect_format, fill_embedding, freeze, load_pretrained)
 from fairseq_plugins.text import prepare

@@ -44,7 +44,7 @@ Only the recurrent part (GRU cell, attention, context) runs inside the per-step 
 output projection run once over all steps afterwards.
 """
 import logging
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 import torch.nn as nn
@@ -52,43 +52,28 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq import utils
-from fairseq.models import (
-    FairseqEncoder,
-    FairseqEncoderDecoderModel,
-    FairseqIncrementalDecoder,
-    register_model,
-    register_model_architecture,
-)
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
-from fairseq_plugins.models.pgn_lstm import Embedding, Linear, flush_denormals
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
-from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
+from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
+from fairseq_plugins.modules.factories import (
+    GRU,
+    GRUCell,
+    Linear,
+    add_embedding_args,
+    build_embeddings,
+    flush_denormals,
+)
 from fairseq_plugins.modules.maxout import Maxout
 from fairseq_plugins.modules.selective_gate import GlobalDocumentEncoding, SelectiveGate, masked_mean
-from fairseq_plugins.modules.step_gradient import share_across_steps
+from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_POSITIONS = int(1e5)
 MAXOUT_POOL = 2  # eq 16: max over pairs
-
-
-def GRU(input_size: int, hidden_size: int) -> nn.GRU:
-    m = nn.GRU(input_size, hidden_size, batch_first=True)
-    for name, param in m.named_parameters():
-        if "weight" in name or "bias" in name:
-            param.data.uniform_(-0.1, 0.1)
-    return m
-
-
-def GRUCell(input_size: int, hidden_size: int) -> nn.GRUCell:
-    m = nn.GRUCell(input_size, hidden_size)
-    for name, param in m.named_parameters():
-        if "weight" in name or "bias" in name:
-            param.data.uniform_(-0.1, 0.1)
-    return m
 
 
 def reverse_within_lengths(lengths: Tensor, max_len: int) -> Tensor:
@@ -165,8 +150,11 @@ class GlobalGateEncoder(FairseqEncoder):
         return self.max_source_positions
 
 
-class GlobalGateDecoder(FairseqIncrementalDecoder):
+class GlobalGateDecoder(StepStateDecoder):
     """GRU decoder with (global-encoding) additive attention and a maxout readout.
+
+    Returns the eq 17 logits B x T x V_reg and ``extra``: attn [B x T x S] (alpha_t) and decoder_states B x T x H
+    (s_t).  ``extended_output`` turns them into P(w) over the extended vocabulary (markers: probability 0).
 
     Args:
         dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
@@ -210,7 +198,9 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
             assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
         else:
             self.output_projection = Linear(out_embed_dim, self.num_regular)  # W_o   (eq 17)
-        self.vocab_output = RegularVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk())
+        self.extended_output = ExtendedVocabularyOutput(
+            self.num_regular, len(dictionary), dictionary.unk(), copy=False, log_floor=None
+        )  # log P(w): exact log_softmax, -inf for markers
 
     # ------------------------------------------------------------------ recurrent part
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -227,19 +217,13 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
         """Runs the recurrence.  Returns the inputs B x T x E (w_{t-1}), states B x T x H (s_t), contexts
         B x T x C (c_t) and the attention B x T x S (alpha_t)."""
-        state = self.get_incremental_state(incremental_state, "state") if incremental_state is not None else None
-        if incremental_state is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-        if state is None:
-            state = self.initial_state(encoder_out)
-        values = share_across_steps(encoder_out["outputs"])  # B x S x C   (one gradient buffer for all steps)
-        padding_mask = encoder_out["padding_mask"]  # B x S
-        if not padding_mask.any():
-            padding_mask = None
+        state = self.load_state(encoder_out, incremental_state)
+        prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
+        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (None without padding)
 
         embedded = self.dropout_in(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
         hidden, context = state["hidden"], state["context"]  # B x H (s_{t-1}), B x C (c_{t-1})
-        outs, contexts, attns = [], [], []
+        steps = {"states": [], "contexts": [], "attn": []}
         for t in range(prev_output_tokens.size(1)):
             # The attention reads s_{t-1}; the GRU reads c_{t-1}: both only depend on the previous step.
             attn, new_context = self.attention(
@@ -247,14 +231,13 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
             )  # B x S, B x C   (alpha_t, c_t: eqs 18 or 12, 13, 14)
             hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, eq 11)
             context = new_context  # B x C
-            outs.append(hidden)
-            contexts.append(context)
-            attns.append(attn)
+            for key, value in zip(steps, (hidden, context, attn)):
+                steps[key].append(value)
 
         if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "state", dict(state, hidden=hidden, context=context))
-        stack = lambda xs: torch.stack(xs, dim=1)  # noqa: E731  T x (B x D) -> B x T x D
-        return embedded, stack(outs), stack(contexts), stack(attns)
+            self.save_state(incremental_state, dict(state, hidden=hidden, context=context))
+        steps = stack_steps(steps)  # each B x T x D
+        return embedded, steps["states"], steps["contexts"], steps["attn"]
 
     # ------------------------------------------------------------------ output part (outside the loop)
     def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
@@ -264,44 +247,27 @@ class GlobalGateDecoder(FairseqIncrementalDecoder):
             readout = readout + self.readout_global(encoder_out["global"]).unsqueeze(1)  # B x T x 2M   (+ u_s, eq 19)
         features = self.dropout_out(self.maxout(readout))  # B x T x M   (m_t, eq 16)
         logits = self.output_layer(features)  # B x T x V_reg   (eq 17, before the softmax)
-        return logits, {"attn": [attn]}
+        return logits, {"attn": [attn], "decoder_states": states}
 
     def output_layer(self, features: Tensor) -> Tensor:
         if self.share_input_output_embed:
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])  # ... x V_reg
         return self.output_projection(features)  # ... x V_reg
 
-    def normalized_probs(self, net_output, log_probs: bool) -> Tensor:
-        """Eq 17 over the extended vocabulary: markers get probability 0 (log-probability -inf)."""
-        return self.vocab_output.probs(net_output[0], log_probs)  # B x T x V_ext
-
-    def target_probs(self, net_output, target: Tensor) -> Tensor:
-        """P(target) for B x T target ids, a marker being scored as ``<unk>`` (only copying could produce it)."""
-        return self.vocab_output.target_probs(net_output[0], target)  # B x T
-
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        state = self.get_incremental_state(incremental_state, "state")
-        if state is None:
-            return
-        reordered = reorder_rows(state, new_order, source_only=("keys",))  # all batch-first; modules/beam_reorder.py
-        self.set_incremental_state(incremental_state, "state", reordered)
-
     def max_positions(self):
         return self.max_target_positions
 
 
 @register_model("global_gate_gru")
-class GlobalGateGRUModel(FairseqEncoderDecoderModel):
+class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
     """Global encoding + selective gate GRU summarizer (no copy switch).  See the module docstring."""
 
     @staticmethod
     def add_args(parser):
         # fmt: off
         parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
-        parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="encoder embedding dimension")
         parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
                             help="encoder GRU size per direction (states and u_s are 2N)")
-        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="decoder embedding dimension")
         parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder GRU size")
         parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
                             help="size of the maxout output m_t (eq 16); the readout r_t is twice as large")
@@ -313,12 +279,11 @@ class GlobalGateGRUModel(FairseqEncoderDecoderModel):
                             help="ablation: no u_s; D is the mean of the encoder states, eqs 12/15 replace 18/19")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
                             help="use the decoder embeddings as W_o (eq 17)")
-        parser.add_argument("--share-all-embeddings", action="store_true",
-                            help="one embedding matrix for encoder and decoder (joined dictionary)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D",
                             help="dropout on the encoder states and on the maxout output")
         # fmt: on
+        add_embedding_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
@@ -326,14 +291,7 @@ class GlobalGateGRUModel(FairseqEncoderDecoderModel):
         flush_denormals()
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         num_regular = first_marker_index(tgt_dict)
-        if args.share_all_embeddings:
-            if src_dict != tgt_dict or args.encoder_embed_dim != args.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings needs a joined dictionary and equal embedding sizes")
-        encoder_embed = Embedding(len(src_dict), args.encoder_embed_dim, src_dict.pad())
-        decoder_embed = (
-            encoder_embed if args.share_all_embeddings
-            else Embedding(len(tgt_dict), args.decoder_embed_dim, tgt_dict.pad())
-        )
+        encoder_embed, decoder_embed = build_embeddings(args, src_dict, tgt_dict)
         global_encoding = not args.no_global_encoding
         encoder = GlobalGateEncoder(
             src_dict, encoder_embed, hidden_size=args.encoder_hidden_size, dropout_in=args.dropout_in,
@@ -353,18 +311,6 @@ class GlobalGateGRUModel(FairseqEncoderDecoderModel):
                     "global encoding=%s, selective gate=%s",
                     num_regular, len(tgt_dict) - num_regular, global_encoding, encoder.gate is not None)
         return cls(encoder, decoder)
-
-    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
-        """log P(w) or P(w) over the extended vocabulary (width len(dictionary)); markers: -inf / 0."""
-        return self.decoder.normalized_probs(net_output, log_probs)
-
-    def get_target_probs(self, net_output, target: Tensor) -> Tensor:
-        """P(target) per position (B x T), for the criterions; a marker target is scored as ``<unk>``."""
-        return self.decoder.target_probs(net_output, target)
-
-    def get_targets(self, sample, net_output):
-        """Targets for fairseq's own criterions (cross_entropy): markers mapped to ``<unk>``."""
-        return self.decoder.as_unk(sample["target"])
 
 
 @register_model_architecture("global_gate_gru", "global_gate_gru")

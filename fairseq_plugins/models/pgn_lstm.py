@@ -21,7 +21,7 @@ them, with the attention and p_gen kept in the second output, into eq 9 over the
 words + per-document OOV markers, see fairseq_plugins/text/markers.py).  Marker ids are embedded as ``<unk>``.
 """
 import logging
-from typing import Dict, List, Optional, Tuple
+from typing import Dict
 
 import torch
 import torch.nn as nn
@@ -29,69 +29,28 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq import utils
-from fairseq.models import (
-    FairseqEncoder,
-    FairseqEncoderDecoderModel,
-    FairseqIncrementalDecoder,
-    register_model,
-    register_model_architecture,
-)
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import CopyMixture, GenerationSwitch
+from fairseq_plugins.modules.copy_mixture import GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
-from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk, RegularVocabularyOutput
-from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
-from fairseq_plugins.modules.step_gradient import share_across_steps
+from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
+from fairseq_plugins.modules.factories import (
+    LSTM,
+    EmbeddingNorm,
+    Linear,
+    LSTMCell,
+    add_embedding_args,
+    build_embeddings,
+    flush_denormals,
+)
+from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_POSITIONS = int(1e5)
 MAX_LENGTH_GROUPS = 16  # the encoder runs one plain LSTM call per distinct source length up to this many
-LOG_EPS = 1e-12  # floor for log P(w): P(w) is exactly 0 for markers absent from a source
-
-
-def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
-    m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
-    nn.init.normal_(m.weight, mean=0, std=embedding_dim**-0.5)
-    nn.init.constant_(m.weight[padding_idx], 0)
-    return m
-
-
-def PretrainedEmbedding(dictionary, embedding_dim: int, path: Optional[str], fmt: str = "auto",
-                        trainable: bool = True) -> nn.Embedding:
-    """An ``Embedding`` whose rows for the dictionary's words come from a word2vec/GloVe file when ``path`` is
-    given (modules/pretrained_embeddings.py; the coverage report goes to the log), optionally frozen."""
-    embedding = Embedding(len(dictionary), embedding_dim, dictionary.pad())
-    if path:
-        fill_embedding(embedding, path, dictionary, fmt=fmt)
-    return freeze(embedding, trainable=trainable)
-
-
-def Linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
-    m = nn.Linear(in_features, out_features, bias=bias)
-    nn.init.xavier_uniform_(m.weight)
-    if bias:
-        nn.init.constant_(m.bias, 0.0)
-    return m
-
-
-def LSTMCell(input_size: int, hidden_size: int) -> nn.LSTMCell:
-    m = nn.LSTMCell(input_size, hidden_size)
-    for name, param in m.named_parameters():
-        if "weight" in name or "bias" in name:
-            param.data.uniform_(-0.1, 0.1)
-    return m
-
-
-def flush_denormals() -> None:
-    """Treat subnormal floats as zero on the CPU (FTZ/DAZ).
-
-    Attention weights far from the focus underflow into the subnormal range (below 1e-38), and every CPU
-    operation touching them, including the coverage vector that sums them, then runs 10-20x slower: a
-    validation pass measured 72 s instead of 6 s.  Rounding them to zero changes no result that matters."""
-    torch.set_flush_denormal(True)
 
 
 class SeeReadout(nn.Module):
@@ -140,13 +99,6 @@ class LuongReadout(nn.Module):
         return self.switch(feeds)  # B x T x 1   (eq 9)
 
 
-def EmbeddingNorm(embed_dim: int, enabled: bool) -> nn.Module:
-    """Shi et al.'s normalization between embedding and RNN (eq 14): x_norm = gamma (x - mean) / sqrt(var + eps)
-    + beta, with learnable gamma and beta; mean and variance are taken over each embedding's dimensions (layer
-    normalization), so the statistics do not depend on the batch.  Identity when disabled."""
-    return nn.LayerNorm(embed_dim) if enabled else nn.Identity()
-
-
 class PGNEncoder(FairseqEncoder):
     """Bidirectional LSTM encoder.
 
@@ -164,11 +116,7 @@ class PGNEncoder(FairseqEncoder):
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
-        self.lstm = nn.LSTM(embed_tokens.embedding_dim, hidden_size, num_layers=num_layers, bidirectional=True,
-                            batch_first=True, dropout=dropout_out if num_layers > 1 else 0.0)
-        for name, param in self.lstm.named_parameters():
-            if "weight" in name or "bias" in name:
-                param.data.uniform_(-0.1, 0.1)
+        self.lstm = LSTM(embed_tokens.embedding_dim, hidden_size, num_layers, bidirectional=True, dropout=dropout_out)
         self.output_units = 2 * hidden_size
         self.max_source_positions = max_positions
 
@@ -222,8 +170,12 @@ class PGNEncoder(FairseqEncoder):
         return self.max_source_positions
 
 
-class PGNDecoder(FairseqIncrementalDecoder):
+class PGNDecoder(StepStateDecoder):
     """LSTM decoder with coverage attention and a copy switch.
+
+    Returns the P_vocab logits B x T x V_reg and ``extra``: attn [B x T x S] (a^t), src_tokens B x S (right-padded),
+    decoder_states B x T x H (s_t of the top LSTM layer), coverage B x T x S (c^t before step t; with coverage)
+    and p_gen B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (eq 9 or eq 5).
 
     Args:
         dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
@@ -280,12 +232,11 @@ class PGNDecoder(FairseqIncrementalDecoder):
                                  "--decoder-out-embed-dim, Luong: --decoder-hidden-size) equal to the embedding size")
         else:
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
-        if copy:
-            self.mixture = CopyMixture(self.num_regular, len(dictionary))
-        else:
-            self.vocab_output = RegularVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk())
+        self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy)
 
     # ------------------------------------------------------------------ recurrent part
+    state_batch_dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry of the state is batch-first
+
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         bsz, src_len, enc_dim = encoder_out["outputs"].size()
         hidden = F.relu(self.reduce_hidden(encoder_out["final_hidden"]))  # B x H
@@ -304,15 +255,9 @@ class PGNDecoder(FairseqIncrementalDecoder):
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
         """Runs the recurrence.  Returns, each B x T x D: decoder states s_t, contexts h*_t, fed-back vectors,
         LSTM inputs x_t, attention a^t and coverage c^t (the last two B x T x S)."""
-        state = self.get_incremental_state(incremental_state, "state") if incremental_state is not None else None
-        if incremental_state is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-        if state is None:
-            state = self.initial_state(encoder_out)
-        values = share_across_steps(encoder_out["outputs"])  # B x S x C   (one gradient buffer for all steps)
-        padding_mask = encoder_out["padding_mask"]  # B x S
-        if not padding_mask.any():
-            padding_mask = None
+        state = self.load_state(encoder_out, incremental_state)
+        prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
+        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (None without padding)
 
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
         embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
@@ -335,8 +280,8 @@ class PGNDecoder(FairseqIncrementalDecoder):
 
         if incremental_state is not None:
             new_state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed, coverage=coverage)
-            self.set_incremental_state(incremental_state, "state", new_state)
-        return {key: torch.stack(values, dim=1) for key, values in steps.items()}  # each B x T x D
+            self.save_state(incremental_state, new_state)
+        return stack_steps(steps)  # each B x T x D
 
     # ------------------------------------------------------------------ output part (outside the loop)
     def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
@@ -344,7 +289,7 @@ class PGNDecoder(FairseqIncrementalDecoder):
         readout_inputs = (steps["states"], steps["contexts"], steps["feeds"], steps["inputs"])
         features = self.dropout_out(self.readout.features(*readout_inputs))  # B x T x out_dim
         logits = self.output_layer(features)  # B x T x V_reg   (eq 4 / eq 7, before softmax)
-        extra = {"attn": [steps["attn"]], "src_tokens": encoder_out["src_tokens"]}
+        extra = {"attn": [steps["attn"]], "src_tokens": encoder_out["src_tokens"], "decoder_states": steps["states"]}
         if self.coverage:
             extra["coverage"] = steps["coverage"]
         if self.copy:
@@ -356,48 +301,21 @@ class PGNDecoder(FairseqIncrementalDecoder):
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])
         return self.output_projection(features)
 
-    def final_probs(self, net_output) -> Tensor:
-        """P(w) over the extended vocabulary: eq 9, or eq 5 padded with zeros for the markers."""
-        logits, extra = net_output
-        if not self.copy:
-            return self.vocab_output.probs(logits, log_probs=False)
-        return self.mixture.full(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"])
-
-    def target_probs(self, net_output, target: Tensor) -> Tensor:
-        """P(target) for B x T target ids, without building the full distribution.
-
-        Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in the paper's
-        baseline, where every OOV word is UNK)."""
-        logits, extra = net_output
-        if not self.copy:
-            return self.vocab_output.target_probs(logits, target)
-        return self.mixture.at(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"], target)
-
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        state = self.get_incremental_state(incremental_state, "state")
-        if state is None:
-            return
-        dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry is batch-first
-        reordered = reorder_rows(state, new_order, source_only=("keys",), dims=dims)  # modules/beam_reorder.py
-        self.set_incremental_state(incremental_state, "state", reordered)
-
     def max_positions(self):
         return self.max_target_positions
 
 
 @register_model("pgn_lstm")
-class PGNLSTMModel(FairseqEncoderDecoderModel):
+class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
     """Pointer-generator with coverage.  See the module docstring for the equations."""
 
     @staticmethod
     def add_args(parser):
         # fmt: off
         parser.add_argument("--dropout", type=float, metavar="D", help="dropout probability")
-        parser.add_argument("--encoder-embed-dim", type=int, metavar="N", help="encoder embedding dimension")
         parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
                             help="encoder LSTM size per direction (states are 2N)")
         parser.add_argument("--encoder-layers", type=int, metavar="N", help="number of encoder layers")
-        parser.add_argument("--decoder-embed-dim", type=int, metavar="N", help="decoder embedding dimension")
         parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder LSTM size")
         parser.add_argument("--decoder-layers", type=int, metavar="N", help="number of decoder layers")
         parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (eq 4)")
@@ -409,22 +327,14 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         parser.add_argument("--no-coverage", action="store_true", help="no coverage vector in the attention")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
                             help="use the decoder embeddings as V' (eq 4)")
-        parser.add_argument("--share-all-embeddings", action="store_true",
-                            help="one embedding matrix for encoder and decoder (joined dictionary)")
         parser.add_argument("--decoder-readout", choices=["see", "luong"],
                             help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, 9")
         parser.add_argument("--embed-norm", action="store_true",
                             help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
-        parser.add_argument("--encoder-embed-path", type=str, metavar="FILE",
-                            help="pretrained encoder embeddings (word2vec binary/text or GloVe text)")
-        parser.add_argument("--decoder-embed-path", type=str, metavar="FILE", help="pretrained decoder embeddings")
-        parser.add_argument("--embed-format", choices=["auto", "word2vec-binary", "word2vec-text", "glove"],
-                            help="format of the embedding files (default: detected from the content)")
-        parser.add_argument("--encoder-freeze-embed", action="store_true", help="keep encoder embeddings fixed")
-        parser.add_argument("--decoder-freeze-embed", action="store_true", help="keep decoder embeddings fixed")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D", help="dropout on LSTM outputs")
         # fmt: on
+        add_embedding_args(parser, pretrained=True)
 
     @classmethod
     def build_model(cls, args, task):
@@ -432,18 +342,7 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         flush_denormals()
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         num_regular = first_marker_index(tgt_dict)
-        if args.share_all_embeddings:
-            if src_dict != tgt_dict or args.encoder_embed_dim != args.decoder_embed_dim:
-                raise ValueError("--share-all-embeddings needs a joined dictionary and equal embedding sizes")
-        encoder_embed = PretrainedEmbedding(
-            src_dict, args.encoder_embed_dim, args.encoder_embed_path or (
-                args.decoder_embed_path if args.share_all_embeddings else None),
-            args.embed_format, trainable=not args.encoder_freeze_embed,
-        )
-        decoder_embed = encoder_embed if args.share_all_embeddings else PretrainedEmbedding(
-            tgt_dict, args.decoder_embed_dim, args.decoder_embed_path, args.embed_format,
-            trainable=not args.decoder_freeze_embed,
-        )
+        encoder_embed, decoder_embed = build_embeddings(args, src_dict, tgt_dict)
         max_source = getattr(args, "max_source_positions", DEFAULT_MAX_POSITIONS)
         max_target = getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS)
         encoder = PGNEncoder(
@@ -463,16 +362,6 @@ class PGNLSTMModel(FairseqEncoderDecoderModel):
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s",
                     num_regular, len(tgt_dict) - num_regular, decoder.copy, decoder.coverage)
         return cls(encoder, decoder)
-
-    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
-        """log P(w) or P(w) over the extended vocabulary (eq 9).  A zero probability (a marker absent from the
-        source, a word both generators rule out) becomes log(1e-12) rather than -inf."""
-        probs = self.decoder.final_probs(net_output)
-        return torch.log(probs.clamp(min=LOG_EPS)) if log_probs else probs
-
-    def get_target_probs(self, net_output, target: Tensor) -> Tensor:
-        """P(target) per position (B x T), for the criterions."""
-        return self.decoder.target_probs(net_output, target)
 
 
 @register_model_architecture("pgn_lstm", "pgn_lstm")

@@ -4,12 +4,20 @@
 A marker stands for a different word in every document, so it has no embedding or output row of its own:
 it is read as ``<unk>`` (``MarkerAsUnk``), and a model without a copy mechanism gives it probability 0
 (``RegularVocabularyOutput``), which makes fairseq's beam search (it needs a distribution of width
-len(dictionary)) never produce one.
+len(dictionary)) never produce one.  ``ExtendedVocabularyOutput`` gives a decoder's final distribution over
+the extended vocabulary, with or without copying; ``ExtendedVocabularyModel`` exposes it to fairseq and the
+criterions.
 """
+from typing import Optional
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+
+from fairseq_plugins.modules.copy_mixture import CopyMixture
+
+LOG_FLOOR = 1e-12  # floor for log P(w): P(w) is exactly 0 for markers absent from a source
 
 
 class MarkerAsUnk(nn.Module):
@@ -49,3 +57,89 @@ class RegularVocabularyOutput(nn.Module):
         """P(target) for B x T target ids; a marker target is scored as ``<unk>``.  Returns B x T."""
         log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg
         return log_p.gather(2, self.as_unk(target).unsqueeze(2)).squeeze(2).exp()  # B x T
+
+
+class ExtendedVocabularyOutput(nn.Module):
+    """A decoder's final distribution P(w) over the extended vocabulary, from its ``(logits, extra)`` output.
+
+    With ``copy``, eq 9 of See et al. through ``CopyMixture`` (modules/copy_mixture.py), reading from ``extra``:
+        p_gen: B x T x 1, the weight of P_vocab;
+        src_tokens: B x S, the ids the copy side can produce (right-padded, extended vocabulary);
+        attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (eq 9);
+        copy_weights (optional): B x T x S, the copy mass of every position, replacing (1 - p_gen) a^t when a
+            model mixes several copy sources (``merge_copy_sources``; src_tokens then holds all their tokens).
+    Without ``copy``, P_vocab widened with zeros for the markers (``RegularVocabularyOutput``), a marker target
+    being scored as ``<unk>``.  ``logits`` (B x T x V_reg) are the scores whose softmax is P_vocab.
+
+    Args:
+        num_regular: number of regular words (the logits' last dimension).
+        ext_size: size of the extended vocabulary (len(dictionary)).
+        unk_idx: ``<unk>``.
+        copy: the pointer-generator mixture (True) or P_vocab alone (False).
+        log_floor: log-probabilities are log(max(P, log_floor)), so that a zero probability (a marker absent
+            from the source, a word both sides rule out) gives a finite log(1e-12); None: exact
+            log-probabilities (log_softmax without copy: -inf for markers).
+    """
+
+    def __init__(self, num_regular: int, ext_size: int, unk_idx: int, copy: bool,
+                 log_floor: Optional[float] = LOG_FLOOR):
+        super().__init__()
+        self.copy = copy
+        self.log_floor = log_floor
+        self.as_unk = MarkerAsUnk(num_regular, unk_idx)
+        if copy:
+            self.mixture = CopyMixture(num_regular, ext_size)
+        else:
+            self.vocab_output = RegularVocabularyOutput(num_regular, ext_size, unk_idx)
+
+    def probs(self, net_output, log_probs: bool) -> Tensor:
+        """P(w) (or log P(w)) for every word of the extended vocabulary.  B x T x V_ext."""
+        if log_probs and self.log_floor is None and not self.copy:
+            return self.vocab_output.probs(net_output[0], log_probs=True)  # B x T x V_ext
+        probs = self.final_probs(net_output)  # B x T x V_ext
+        if not log_probs:
+            return probs
+        return torch.log(probs.clamp(min=self.log_floor or 0.0))  # B x T x V_ext
+
+    def final_probs(self, net_output) -> Tensor:
+        """P(w) over the extended vocabulary: eq 9, or P_vocab padded with zeros for the markers.  B x T x V_ext."""
+        logits, extra = net_output
+        if not self.copy:
+            return self.vocab_output.probs(logits, log_probs=False)
+        if "copy_weights" in extra:
+            return self.mixture.mix(logits, extra["p_gen"], extra["copy_weights"], extra["src_tokens"])
+        return self.mixture.full(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"])  # eq 9
+
+    def target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) for B x T target ids, without building the full distribution.  B x T.
+
+        Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in See et al.'s
+        baseline, where every OOV word is UNK)."""
+        logits, extra = net_output
+        if not self.copy:
+            return self.vocab_output.target_probs(logits, target)
+        if "copy_weights" in extra:
+            return self.mixture.mix_at(logits, extra["p_gen"], extra["copy_weights"], extra["src_tokens"], target)
+        return self.mixture.at(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"], target)  # eq 9
+
+    def targets(self, target: Tensor) -> Tensor:
+        """The targets as ``probs`` can score them: as they are with copying, markers as ``<unk>`` without."""
+        return target if self.copy else self.as_unk(target)
+
+
+class ExtendedVocabularyModel:
+    """Mixin for a ``FairseqEncoderDecoderModel`` (listed before it) whose decoder has ``extended_output``, an
+    ``ExtendedVocabularyOutput``: fairseq's ``get_normalized_probs`` and the criterions' ``get_target_probs``."""
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None) -> Tensor:
+        """log P(w) or P(w) over the extended vocabulary.  B x T x V_ext."""
+        return self.decoder.extended_output.probs(net_output, log_probs)
+
+    def get_target_probs(self, net_output, target: Tensor) -> Tensor:
+        """P(target) per position (B x T), for the criterions."""
+        return self.decoder.extended_output.target_probs(net_output, target)
+
+    def get_targets(self, sample, net_output) -> Tensor:
+        """Targets for fairseq's own criterions (cross_entropy): without copying, markers become ``<unk>``
+        (only a copy mechanism can produce a marker)."""
+        return self.decoder.extended_output.targets(sample["target"])

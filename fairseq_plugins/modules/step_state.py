@@ -1,0 +1,74 @@
+"""A recurrent decoder's state between steps, kept as one dict of tensors in fairseq's incremental state.
+
+fairseq decodes one token at a time (``incremental_state``) and reorders the state of every decoder at every
+beam-search step.  ``StepStateDecoder`` does both for a decoder whose state is one dict, for example
+``{"hidden": B x H, "context": B x C, "keys": B x S x A, "source_row": B}``; the forward pass reads it with
+``load_state``, runs only ``new_tokens``, and writes it back with ``save_state``.  Without an incremental state
+(training, scoring) the same code runs every step from the initial state.
+"""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq.models import FairseqIncrementalDecoder
+from torch import Tensor
+
+from fairseq_plugins.modules import beam_reorder  # reorder_rows looked up at call time (tests can patch it)
+from fairseq_plugins.modules.step_gradient import share_across_steps
+
+STATE_KEY = "state"
+
+
+class StepStateDecoder(FairseqIncrementalDecoder):
+    """An incremental decoder whose state between steps is one dict of tensors.
+
+    A subclass implements ``initial_state(encoder_out)``, returning the dict, which must contain
+    ``beam_reorder.SOURCE_ROW`` (copied from the encoder output), and may set:
+        state_batch_dims: the entries whose batch dimension is not 0, e.g. ``{"hidden": 1}`` for L x B x H;
+        state_source_only: the entries that depend on the source alone (e.g. the projected attention keys),
+            which beam reordering leaves as they are while every row keeps its source (modules/beam_reorder.py).
+    """
+
+    state_batch_dims: Dict[str, int] = {}
+    state_source_only: Tuple[str, ...] = ("keys",)
+
+    def initial_state(self, encoder_out) -> Dict[str, Tensor]:
+        raise NotImplementedError
+
+    @staticmethod
+    def new_tokens(prev_output_tokens: Tensor, incremental_state: Optional[dict]) -> Tensor:
+        """The tokens to run: all of them (B x T), or the last one only (B x 1) when decoding incrementally."""
+        return prev_output_tokens if incremental_state is None else prev_output_tokens[:, -1:]
+
+    def load_state(self, encoder_out, incremental_state: Optional[dict]) -> Dict[str, Tensor]:
+        """The state after the previous step: the saved one, or ``initial_state`` at the first step."""
+        state = self.get_incremental_state(incremental_state, STATE_KEY) if incremental_state is not None else None
+        return self.initial_state(encoder_out) if state is None else state
+
+    def save_state(self, incremental_state: Optional[dict], state: Dict[str, Tensor]) -> None:
+        """Keep ``state`` for the next step (nothing to do without an incremental state)."""
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, STATE_KEY, state)
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Row i of the state becomes row new_order[i] of the old one (beam search)."""
+        state = self.get_incremental_state(incremental_state, STATE_KEY)
+        if state is None:
+            return
+        reordered = beam_reorder.reorder_rows(
+            state, new_order, source_only=self.state_source_only, dims=self.state_batch_dims
+        )
+        self.set_incremental_state(incremental_state, STATE_KEY, reordered)
+
+
+def attention_memory(encoder_out: Dict[str, Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
+    """What every decoder step attends to: ``encoder_out["outputs"]`` (B x S x C) behind one gradient buffer for
+    all steps (modules/step_gradient.py), and ``encoder_out["padding_mask"]`` (B x S), None when nothing is
+    padded (the attention then skips masking)."""
+    values = share_across_steps(encoder_out["outputs"])  # B x S x C
+    padding_mask = encoder_out["padding_mask"]  # B x S
+    return values, (padding_mask if padding_mask.any() else None)
+
+
+def stack_steps(steps: Dict[str, List[Tensor]]) -> Dict[str, Tensor]:
+    """Per-step lists T x (B x D) -> B x T x D tensors, by key."""
+    return {key: torch.stack(values, dim=1) for key, values in steps.items()}
