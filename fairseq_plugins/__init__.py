@@ -23,6 +23,7 @@ def register() -> None:
 
     checkpoint_safety.allow_fairseq_checkpoints()
     from fairseq_plugins import criterions, models, tasks  # noqa: F401  (registration)
+    from fairseq_plugins import optim  # noqa: F401  (registration)
     from fairseq_plugins.scoring import rouge  # noqa: F401
 
     _registered = True

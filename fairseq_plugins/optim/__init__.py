@@ -1,0 +1,1 @@
+from fairseq_plugins.optim import adagrad_acc  # noqa: F401

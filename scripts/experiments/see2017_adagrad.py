@@ -1,0 +1,274 @@
+#!/usr/bin/env python
+"""See et al. (2017)'s optimizer: Adagrad with the initial accumulator 0.1 vs fairseq's Adagrad (accumulator 0).
+
+    python scripts/experiments/see2017_adagrad.py [--updates 200] [--data cnndm | scitldr] [--docs N]
+        [--config dtu_pointer] [--arch pgn_lstm_see2017] [--max-tokens N] [--vocab-size N]
+        [--train-args "..."] [--work runs/see2017_adagrad]
+
+See et al. train with Adagrad, lr 0.15, initial accumulator 0.1 (section 5).  fairseq's ``adagrad`` starts the
+accumulator at 0, so its first update moves every parameter by about lr; the plugin's ``adagrad_acc``
+(fairseq_plugins/optim/adagrad_acc.py) starts it at 0.1.  This script trains the same model twice, on the same
+data with the same seed (so the same initial weights and the same batches, in the same order), for --updates
+updates each:
+  adagrad      --optimizer adagrad --lr 0.15                                       (accumulator 0)
+  adagrad_acc  --optimizer adagrad_acc --lr 0.15 --adagrad-initial-accumulator 0.1 (See et al.)
+Everything else is the config's TRAIN_ARGS (default configs/dtu_pointer.conf: See et al.'s pointer-generator,
+the phase of their recipe that precedes coverage, pgn_lstm_see2017, clip-norm 2) with --arch, --max-tokens
+and --train-args applied after them.  Validation and checkpoints are off: only the training loss is compared.
+
+Data (--data):
+  cnndm    ../shared/data/cnndm_see2017/part_a.jsonl.gz (research use only: read from there, written only under
+           WORK): the first --docs CNN/DailyMail articles (lower-cased, PTB-tokenized, truncated as See et al.
+           released them) with their reference highlights, converted with `summ-convert jsonl` and split with
+           `summ-convert split` (100 valid, 100 test, the rest train).  These are test-set documents of
+           CNN/DM, used here only to compare two optimizers on the same batches, not to evaluate anything.
+  scitldr  the shipped data/scitldr (its train/valid/test splits; --docs limits the training split).
+Both are then prepared by preprocess.sh with the config's PREP_ARGS (vocabulary --vocab-size if given).
+
+Writes, under WORK:
+  loss_curves.png    the training loss of both runs per update (and a 10-update moving mean)
+  loss_table.md      the loss every 10 updates (at that update and the mean of the 10 updates ending there)
+  losses.csv         every update's loss and nll_loss for both runs
+  logs/              every command's output
+The loss is fairseq's logged ``loss`` of focal_copy_coverage: per summary, the mean over its steps, in bits
+(base 2); with the DTU configs' alpha 1, gamma 0 it is See et al.'s NLL (+ coverage loss if the config has it).
+Threads: torch uses one thread per core unless OMP_NUM_THREADS is set; on a shared machine set it to 1.
+"""
+import argparse
+import csv
+import gzip
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CNNDM = ROOT.parent / "shared" / "data" / "cnndm_see2017" / "part_a.jsonl.gz"
+SCITLDR = ROOT / "data" / "scitldr"
+LR = "0.15"  # See et al. (2017), section 5
+VARIANTS = {  # name: (label, optimizer options)
+    "adagrad": ("fairseq adagrad (accumulator 0)", ["--optimizer", "adagrad", "--lr", LR]),
+    "adagrad_acc": ("adagrad_acc (accumulator 0.1, See et al.)",
+                    ["--optimizer", "adagrad_acc", "--lr", LR, "--adagrad-initial-accumulator", "0.1"]),
+}
+OPTIMIZER_OPTIONS = ("--optimizer", "--lr", "--adagrad-initial-accumulator", "--weight-decay", "--wd")
+TRAIN_LINE = re.compile(r"\| train_inner \| .*?\bloss=([\d.]+|nan|inf), nll_loss=([\d.]+|nan|inf),"
+                        r".*?\bnum_updates=(\d+)")
+VALID_AND_TEST = 100  # documents of the CNN/DM slice held out as valid and test (preprocess.sh needs them)
+
+
+def log(message: str) -> None:
+    print(f"see2017_adagrad: {message}", file=sys.stderr, flush=True)
+
+
+def run(cmd, log_file: Path) -> float:
+    """Run a command with its output in log_file; exit with the log's tail if it fails.  Returns the wall time."""
+    log(" ".join(shlex.quote(str(c)) for c in cmd) + f"   (log: {log_file})")
+    start = time.time()
+    with log_file.open("w", encoding="utf-8") as out:
+        result = subprocess.run(list(map(str, cmd)), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        tail = log_file.read_text(encoding="utf-8", errors="replace")[-3000:]
+        sys.exit(f"see2017_adagrad: failed ({result.returncode}): {cmd[0]}\n{tail}")
+    return time.time() - start
+
+
+def config_train_args(config: str) -> list:
+    """TRAIN_ARGS of a configs/ file, as train.sh reads it (scripts/lib.sh load_config)."""
+    script = f'source "{ROOT}/scripts/lib.sh"; load_config "$1"; printf "%s\\0" "${{TRAIN_ARGS[@]}}"'
+    result = subprocess.run(["bash", "-c", script, "bash", config], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"see2017_adagrad: cannot read config {config}: {result.stderr.strip()}")
+    return [arg for arg in result.stdout.split("\0") if arg]
+
+
+def without_options(args: list, names) -> list:
+    """args with every ``--name VALUE`` of the given option names removed (all of them take one value)."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif arg.split("=", 1)[0] in names:
+            continue
+        else:
+            kept.append(arg)
+    return kept
+
+
+# ------------------------------------------------------------------------------------------------ data
+def raw_cnndm(raw: Path, docs: int, logs: Path) -> None:
+    if not CNNDM.exists():
+        sys.exit(f"see2017_adagrad: {CNNDM} not found (needs ../shared/data beside the repository); "
+                 "or use --data scitldr")
+    if docs <= 2 * VALID_AND_TEST:
+        sys.exit(f"see2017_adagrad: --docs must be more than {2 * VALID_AND_TEST} for cnndm "
+                 f"({VALID_AND_TEST} valid + {VALID_AND_TEST} test + training), got {docs}")
+    raw.mkdir(parents=True, exist_ok=True)
+    head = raw / "part_a.head.jsonl"
+    with gzip.open(CNNDM, "rt", encoding="utf-8") as source, head.open("w", encoding="utf-8") as out:
+        for count, line in enumerate(source):
+            if count == docs:
+                break
+            out.write(line)
+    run(["summ-convert", "jsonl", head, "--src-field", "article", "--tgt-field", "reference",
+         "--out-prefix", raw / "all"], logs / "convert.log")
+    run(["summ-convert", "split", "--in-prefix", raw / "all", "--out-dir", raw,
+         "--sizes", f"valid={VALID_AND_TEST},test={VALID_AND_TEST}", "--rest", "train"], logs / "split.log")
+
+
+def raw_scitldr(raw: Path, docs) -> None:
+    raw.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        for side in ("src", "tgt"):
+            lines = (SCITLDR / f"{split}.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
+            if split == "train" and docs:
+                lines = lines[:docs]
+            (raw / f"{split}.{side}").write_text("".join(lines), encoding="utf-8")
+
+
+def prepare(args, logs: Path) -> Path:
+    """Raw splits and preprocess.sh, each skipped when already done for the same settings."""
+    name = f"{args.data}-docs{args.docs or 'all'}-{args.config}" + (f"-v{args.vocab_size}" if args.vocab_size else "")
+    raw, data = args.work / "raw" / name, args.work / "data" / name
+    if not (raw / "train.tgt").exists():
+        raw_cnndm(raw, args.docs or 10_000, logs) if args.data == "cnndm" else raw_scitldr(raw, args.docs)
+    if not (data / "bin" / "dict.src.txt").exists():
+        config = args.config
+        if args.vocab_size:  # a config that is the chosen one with another vocabulary size (last value wins)
+            config = args.work / f"{args.config}.v{args.vocab_size}.conf"
+            source = ROOT / "configs" / f"{args.config}.conf"
+            config.write_text(f'source "{source}"\nPREP_ARGS+=(--vocab-size {args.vocab_size})\n', encoding="utf-8")
+        run([ROOT / "preprocess.sh", "-c", config, raw, data], logs / f"preprocess-{name}.log")
+    return data
+
+
+# -------------------------------------------------------------------------------------------- training
+def train(variant: str, data: Path, base_args: list, args, logs: Path):
+    """One fairseq-train run; returns {update: (loss, nll_loss)} from its log (reused when already complete)."""
+    cmd = ["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", *base_args,
+           *VARIANTS[variant][1], "--max-update", str(args.updates), "--log-interval", "1",
+           "--log-format", "simple", "--disable-validation", "--no-save"]
+    log_file, cmd_file = logs / f"train-{variant}.log", logs / f"train-{variant}.cmd"
+    command = " ".join(shlex.quote(str(c)) for c in cmd)
+    done = log_file.exists() and cmd_file.exists() and cmd_file.read_text(encoding="utf-8") == command
+    if done and "done training" in log_file.read_text(encoding="utf-8", errors="replace"):
+        log(f"{variant}: reusing the completed run in {log_file}")
+    else:
+        seconds = run(cmd, log_file)
+        cmd_file.write_text(command, encoding="utf-8")
+        log(f"{variant}: {args.updates} updates in {seconds:.0f} s")
+    losses = {int(n): (float(loss), float(nll)) for loss, nll, n in
+              TRAIN_LINE.findall(log_file.read_text(encoding="utf-8", errors="replace"))}
+    missing = sorted(set(range(1, args.updates + 1)) - set(losses))
+    if missing:
+        sys.exit(f"see2017_adagrad: {log_file} has no loss for updates {missing[:5]}... (log format changed?)")
+    return losses
+
+
+# --------------------------------------------------------------------------------------------- outputs
+def moving_mean(values, window=10):
+    return [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
+            for i in range(len(values))]
+
+
+def write_outputs(curves: dict, args, setup: str) -> None:
+    updates = list(range(1, args.updates + 1))
+    names = list(VARIANTS)
+    with (args.work / "losses.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["update"] + [f"{n}_{k}" for n in names for k in ("loss", "nll_loss")])
+        for u in updates:
+            writer.writerow([u] + [v for n in names for v in curves[n][u]])
+
+    loss = {n: [curves[n][u][0] for u in updates] for n in names}
+    mean = {n: moving_mean(loss[n]) for n in names}
+    rows = [u for u in updates if u == 1 or u % 10 == 0 or u == args.updates]
+    lines = [
+        f"# See et al. (2017)'s Adagrad accumulator: training loss, {args.updates} updates",
+        "",
+        setup,
+        "",
+        "Training loss (bits per summary step, fairseq's logged `loss`) at each update, and the mean of the 10",
+        "updates ending there.  Both runs have the same initial weights and the same batches in the same order.",
+        "",
+        "| update | " + " | ".join(f"{VARIANTS[n][0]}" for n in names) + " | "
+        + " | ".join(f"10-update mean, {n}" for n in names) + " |",
+        "|---:|" + "---:|" * (2 * len(names)),
+    ]
+    for u in rows:
+        lines.append(f"| {u} | " + " | ".join(f"{loss[n][u - 1]:.3f}" for n in names) + " | "
+                     + " | ".join(f"{mean[n][u - 1]:.3f}" for n in names) + " |")
+    last = min(10, args.updates)
+    lines += ["", f"Mean loss over the last {last} updates: "
+              + "; ".join(f"{n} {sum(loss[n][-last:]) / last:.3f}" for n in names) + "."]
+    (args.work / "loss_table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for n, color in zip(names, ("tab:red", "tab:blue")):
+        ax.plot(updates, loss[n], color=color, alpha=0.3, linewidth=0.8)
+        ax.plot(updates, mean[n], color=color, linewidth=2, label=f"{VARIANTS[n][0]} (10-update mean)")
+    ax.set_xlabel("update")
+    ax.set_ylabel("training loss (bits per summary step)")
+    ax.set_title("Adagrad, lr 0.15: initial accumulator 0 (fairseq) vs 0.1 (See et al. 2017)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(args.work / "loss_curves.png", dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--updates", type=int, default=200, help="updates per run (default 200)")
+    parser.add_argument("--data", choices=("cnndm", "scitldr"), default="cnndm")
+    parser.add_argument("--docs", type=int, help="cnndm: documents read from part_a (default all 10,000, of "
+                        "which 200 are held out); scitldr: training documents (default all)")
+    parser.add_argument("--config", default="dtu_pointer", help="a configs/dtu_*.conf name (default dtu_pointer)")
+    parser.add_argument("--arch", help="override the config's --arch (e.g. pgn_lstm_small for a CPU-sized model)")
+    parser.add_argument("--max-tokens", type=int, help="override the config's --max-tokens")
+    parser.add_argument("--vocab-size", type=int, help="override the config's vocabulary size (preprocessing)")
+    parser.add_argument("--train-args", default="", help="more fairseq-train options for both runs, one string")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "see2017_adagrad")
+    args = parser.parse_args()
+    if args.updates < 1:
+        parser.error(f"--updates must be >= 1, got {args.updates}")
+    if args.docs is not None and args.docs < 1:
+        parser.error(f"--docs must be >= 1, got {args.docs}")
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
+    args.work = args.work.resolve()
+    logs = args.work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    data = prepare(args, logs)
+    base_args = without_options(config_train_args(args.config), OPTIMIZER_OPTIONS)
+    if args.arch:
+        base_args += ["--arch", args.arch]
+    if args.max_tokens:
+        base_args += ["--max-tokens", str(args.max_tokens)]
+    base_args += shlex.split(args.train_args)
+    curves = {variant: train(variant, data, base_args, args, logs) for variant in VARIANTS}
+
+    first = {n: curves[n][1][0] for n in VARIANTS}
+    if len(set(first.values())) != 1:  # same weights and batch: update 1's loss is computed before any step
+        log(f"warning: update 1 losses differ ({first}): the two runs did not start from the same model/batch")
+    setup = (f"Data: {args.data} ({data.name}); config {args.config}; fairseq-train options besides the "
+             f"optimizer: `{' '.join(base_args)}`; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}.")
+    write_outputs(curves, args, setup)
+    log(f"wrote {args.work / 'loss_curves.png'}, {args.work / 'loss_table.md'} and {args.work / 'losses.csv'}")
+
+
+if __name__ == "__main__":
+    main()
