@@ -4,8 +4,8 @@
 2. the same job signalled with SIGUSR1 (as --signal=B:USR1@... does before a time limit) saves, requeues itself
    and resumes from checkpoint_last.pt: updates 1..N each logged exactly once, and the same losses as the
    uninterrupted job;
-3. generate_array.sbatch as a 2-task array, then merge_and_score.sbatch (afterok): one summary per document in
-   the input's order, and official ROUGE.
+3. generate_array.sbatch as a 2-task array with trigram blocking, then merge_and_score.sbatch (afterok): one
+   summary per document in the input's order, and official ROUGE.
 The cluster is stopped in the fixture's finalizer, even when a test fails; `stop` kills only its own daemons.
 Jobs are judged by JobState=COMPLETED (sbatch's own exit status says little, see NOTES).  Skipped, with the
 reason, only where Slurm is missing and cannot be installed (no root or no apt-get).
@@ -156,7 +156,8 @@ def test_generation_array_then_merge_in_order_with_rouge(cluster, data, trained,
     docs, refs = tmp_path / "docs.txt", tmp_path / "refs.txt"
     shutil.copy(data.parent / "raw" / "test.src", docs)  # 7 raw documents: shards of 3 and 4
     shutil.copy(data.parent / "raw" / "test.tgt", refs)
-    fast = ["--beam", "2", "--max-len-b", "15", "--batch-size", "1"]  # batch 1: no batch-composition effects
+    fast = ["--beam", "2", "--max-len-b", "15", "--batch-size", "1",  # batch 1: no batch-composition effects
+            "--block-ngram-repeat", "3"]  # the project's generator options reach every shard
     out = tmp_path / "shards"
     array = sbatch(slurm_env, "--array=0-1", "--output", tmp_path / "gen-%a.log", SLURM / "generate_array.sbatch",
                    "--input", docs, "--out-dir", out, "--checkpoint", "checkpoint_last.pt", data, save, *fast)
