@@ -23,6 +23,10 @@ last saved update.
 update: the task does not call the optimizer, so parameters and optimizer state (Adam's moments and step
 count) stay bit-identical; fairseq's update counter and learning-rate schedule still advance by one.  Skips
 are counted in the logged ``nonfinite_skipped``.  A non-finite validation loss always raises.
+
+Reused, not copied, by ``self_critical_rouge``: the policy above is the ``NonFinitePolicy`` mixin, and
+``compute_loss`` (the loss of a teacher-forced output, without the policy) with ``reduce_terms`` (its logged
+terms) is the ML part of that criterion's mixed objective.
 """
 import logging
 import math
@@ -74,16 +78,27 @@ class NonFiniteLossError(FloatingPointError):
     pass
 
 
-@register_criterion("focal_copy_coverage", dataclass=FocalCopyCoverageConfig)
-class FocalCopyCoverageCriterion(FairseqCriterion):
-    def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg,
-                 on_nonfinite="stop"):
-        super().__init__(task)
-        self.alpha = focal_alpha
-        self.gamma = focal_gamma
-        self.coverage_lambda = coverage_lambda
-        self.per_sequence = loss_average == "sequence"
-        self.padding_idx = task.target_dictionary.pad()
+def zeroed(logging_output: dict) -> dict:
+    """The same keys, in the same order, with values of the same types, all zero."""
+    return {key: torch.zeros_like(value) if torch.is_tensor(value) else type(value)(0)
+            for key, value in logging_output.items()}
+
+
+class NonFinitePolicy:
+    """``--on-nonfinite stop|skip``, shared by the project's criterions (a mixin of a FairseqCriterion).
+
+    The criterion calls ``init_nonfinite`` in its constructor, adds ``nonfinite_skipped`` to its logging
+    outputs when ``on_nonfinite == "skip"`` (``logging_skips``), and, before returning a loss that is not
+    finite, returns ``handle_nonfinite(...)`` instead: in training with ``skip`` that is a zero loss with
+    zero gradients and the zeroed logging output with ``nonfinite_skipped=1`` (the summarization task then
+    skips the optimizer step); otherwise it raises NonFiniteLossError.  The summarization task sets
+    ``current_update`` and reads ``on_nonfinite``.  Messages start with ``nonfinite_name`` and warnings go to
+    ``nonfinite_logger``."""
+
+    nonfinite_name = "criterion"
+    nonfinite_logger = logger
+
+    def init_nonfinite(self, task, on_nonfinite: str) -> None:
         if on_nonfinite == "skip" and not getattr(task, "skips_nonfinite_updates", False):
             raise ValueError(f"--on-nonfinite skip needs --task summarization (it skips the optimizer step); "
                              f"task {type(task).__name__} cannot skip an update")
@@ -93,45 +108,25 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
         self.current_update = None
         self.skipped_updates = 0  # in this process
 
-    def forward(self, model, sample, reduce=True):
-        net_output = model(**sample["net_input"])
-        target = sample["target"]  # B x T
-        mask = target.ne(self.padding_idx).float()  # B x T
-        terms = self.token_terms(model, net_output, target)  # each B x T
-        loss_t = terms["focal"] + self.coverage_lambda * terms["coverage"]  # eq 13
-        ntokens = mask.sum()
-        if self.per_sequence:
-            lengths = mask.sum(dim=1).clamp(min=1.0)  # T per summary
-            loss = ((loss_t * mask).sum(dim=1) / lengths).sum()  # eq 16, summed over the batch
-            sample_size = target.size(0)
-        else:
-            loss = (loss_t * mask).sum()
-            sample_size = int(ntokens.item())
-        if not torch.isfinite(loss):
-            if self.on_nonfinite == "skip" and model.training:
-                return self.skip_batch(model, sample, loss, terms, mask)
-            update = self.current_update
-            raise NonFiniteLossError(
-                self.describe_nonfinite(model, sample, loss, terms, mask) + ". Nothing was back-propagated: "
-                + (f"the parameters are still those after update {update - 1}. " if model.training and update
-                   else "the parameters are unchanged. ")
-                + "--on-nonfinite skip skips such training updates instead."
-            )
-        term_sums = {name: (value * mask).sum().data for name, value in terms.items()}
-        return loss, sample_size, self.make_logging_output(
-            loss.data, sample["ntokens"], target.size(0), sample_size, term_sums, skipped=0)
+    @property
+    def logging_skips(self) -> bool:
+        return self.on_nonfinite == "skip"
 
-    def make_logging_output(self, loss, ntokens, nsentences, sample_size, term_sums, skipped):
-        """The same keys, in the same order and of the same types, for a normal and a skipped batch: fairseq
-        all-reduces the logging outputs of the workers as one flat buffer built in key order."""
-        logging_output = {"loss": loss, "ntokens": ntokens, "nsentences": nsentences, "sample_size": sample_size}
-        logging_output.update(term_sums)
-        if self.on_nonfinite == "skip":
-            logging_output["nonfinite_skipped"] = skipped
-        return logging_output
+    def handle_nonfinite(self, model, sample, loss, term_sums: dict, logging_output: dict):
+        """What to do with a non-finite ``loss``: skip (training, ``skip``) or raise.  ``term_sums``: the loss
+        terms summed over the batch, named in the message; ``logging_output``: the batch's normal one."""
+        if self.on_nonfinite == "skip" and model.training:
+            return self.skip_batch(model, sample, loss, term_sums, logging_output)
+        update = self.current_update
+        raise NonFiniteLossError(
+            self.describe_nonfinite(model, sample, loss, term_sums) + ". Nothing was back-propagated: "
+            + (f"the parameters are still those after update {update - 1}. " if model.training and update
+               else "the parameters are unchanged. ")
+            + "--on-nonfinite skip skips such training updates instead."
+        )
 
-    def describe_nonfinite(self, model, sample, loss, terms, mask) -> str:
-        """'non-finite loss nan at update 7 on a batch of 12 samples (dataset ids ...); terms: focal=nan, ...'."""
+    def describe_nonfinite(self, model, sample, loss, term_sums: dict) -> str:
+        """'NAME: non-finite loss nan at update 7 on a batch of 12 samples (dataset ids ...); terms: a=nan, ...'."""
         update = self.current_update
         if model.training:
             where = f"at update {update}" if update is not None else "in training (update number unknown)"
@@ -139,22 +134,84 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
             where = f"in validation after update {update}" if update is not None else "in validation"
         ids = sample["id"].tolist()
         shown = ", ".join(map(str, ids[:20])) + (", ..." if len(ids) > 20 else "")
-        values = ", ".join(f"{name}={(value * mask).sum().item():.4g}" for name, value in terms.items())
-        return (f"focal_copy_coverage: non-finite loss {loss.item()} {where} on a batch of {len(ids)} samples "
+        values = ", ".join(f"{name}={float(value.detach() if torch.is_tensor(value) else value):.4g}"
+                           for name, value in term_sums.items())
+        return (f"{self.nonfinite_name}: non-finite loss {loss.item()} {where} on a batch of {len(ids)} samples "
                 f"(dataset ids {shown}); terms: {values}")
 
-    def skip_batch(self, model, sample, loss, terms, mask):
+    def skip_batch(self, model, sample, loss, term_sums: dict, logging_output: dict):
         """--on-nonfinite skip: warn, and return an exactly-zero loss that reaches every trainable parameter (so
-        backward runs as usual, also under DDP, and gives zero gradients, never NaN ones), sample size 0, and a
-        logging output with nonfinite_skipped=1, which tells the summarization task to skip the optimizer step."""
+        backward runs as usual, also under DDP, and gives zero gradients, never NaN ones), sample size 0, and the
+        logging output zeroed with nonfinite_skipped=1, which tells the summarization task to skip the optimizer
+        step."""
         self.skipped_updates += 1
-        logger.warning("%s. Skipping the update: parameters and optimizer state unchanged (%d skipped so far "
-                       "in this process).", self.describe_nonfinite(model, sample, loss, terms, mask),
-                       self.skipped_updates)
+        self.nonfinite_logger.warning(
+            "%s. Skipping the update: parameters and optimizer state unchanged (%d skipped so far in this "
+            "process).", self.describe_nonfinite(model, sample, loss, term_sums), self.skipped_updates)
         zero = sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
-        term_sums = {name: torch.zeros((), dtype=value.dtype, device=value.device) for name, value in terms.items()}
-        return zero, 0, self.make_logging_output(
-            torch.zeros((), dtype=loss.dtype, device=loss.device), 0, 0, 0, term_sums, skipped=1)
+        skipped = zeroed(logging_output)
+        skipped["nonfinite_skipped"] = 1
+        return zero, 0, skipped
+
+    @staticmethod
+    def reduce_nonfinite(logging_outputs) -> None:
+        skipped = sum(log.get("nonfinite_skipped", 0) for log in logging_outputs)
+        if skipped:
+            metrics.log_scalar_sum("nonfinite_skipped", skipped, priority=300, round=0)
+
+
+@register_criterion("focal_copy_coverage", dataclass=FocalCopyCoverageConfig)
+class FocalCopyCoverageCriterion(NonFinitePolicy, FairseqCriterion):
+    """The ML loss.  ``compute_loss(model, sample, net_output)`` is the loss of a teacher-forced net_output
+    without the non-finite policy: self_critical_rouge uses it as the ML part of its mixed objective (eq 16 of
+    Paulus et al.), with ``reduce_terms`` logging its terms."""
+
+    nonfinite_name = "focal_copy_coverage"
+
+    def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg,
+                 on_nonfinite="stop"):
+        super().__init__(task)
+        self.alpha = focal_alpha
+        self.gamma = focal_gamma
+        self.coverage_lambda = coverage_lambda
+        self.per_sequence = loss_average == "sequence"
+        self.padding_idx = task.target_dictionary.pad()
+        self.init_nonfinite(task, on_nonfinite)
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        loss, sample_size, term_sums = self.compute_loss(model, sample, net_output)
+        logging_output = self.make_logging_output(
+            loss.data, sample["ntokens"], sample["target"].size(0), sample_size,
+            {name: value.data for name, value in term_sums.items()}, skipped=0)
+        if not torch.isfinite(loss):
+            return self.handle_nonfinite(model, sample, loss, term_sums, logging_output)
+        return loss, sample_size, logging_output
+
+    def compute_loss(self, model, sample, net_output):
+        """The loss of ``net_output`` (the model's teacher-forced output on ``sample``): (loss summed over the
+        batch, sample size, {term: its sum over the batch's target tokens}).  Finite or not."""
+        target = sample["target"]  # B x T
+        mask = target.ne(self.padding_idx).float()  # B x T
+        terms = self.token_terms(model, net_output, target)  # each B x T
+        loss_t = terms["focal"] + self.coverage_lambda * terms["coverage"]  # eq 13
+        if self.per_sequence:
+            lengths = mask.sum(dim=1).clamp(min=1.0)  # T per summary
+            loss = ((loss_t * mask).sum(dim=1) / lengths).sum()  # eq 16, summed over the batch
+            sample_size = target.size(0)
+        else:
+            loss = (loss_t * mask).sum()
+            sample_size = int(mask.sum().item())
+        return loss, sample_size, {name: (value * mask).sum() for name, value in terms.items()}
+
+    def make_logging_output(self, loss, ntokens, nsentences, sample_size, term_sums, skipped):
+        """The same keys, in the same order and of the same types, for a normal and a skipped batch: fairseq
+        all-reduces the logging outputs of the workers as one flat buffer built in key order."""
+        logging_output = {"loss": loss, "ntokens": ntokens, "nsentences": nsentences, "sample_size": sample_size}
+        logging_output.update(term_sums)
+        if self.logging_skips:
+            logging_output["nonfinite_skipped"] = skipped
+        return logging_output
 
     def token_terms(self, model, net_output, target):
         """Per-token focal loss, NLL, coverage loss and p_gen (zeros where the model has none)."""
@@ -166,18 +223,23 @@ class FocalCopyCoverageCriterion(FairseqCriterion):
         p_gen = extra["p_gen"].squeeze(2) if "p_gen" in extra else torch.ones_like(nll)
         return {"focal": focal, "nll": nll, "coverage": cov, "p_gen": p_gen.float()}
 
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        total = sum(log.get("loss", 0) for log in logging_outputs)
+        sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
+        metrics.log_scalar("loss", total / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        cls.reduce_terms(logging_outputs)
+        cls.reduce_nonfinite(logging_outputs)
+
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def reduce_terms(logging_outputs) -> None:
+        """Logs the terms of ``compute_loss`` (nll_loss in base 2, ppl, focal, coverage, p_gen per token)."""
         total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
-        loss, sample_size, ntokens = total("loss"), total("sample_size"), total("ntokens")
-        metrics.log_scalar("loss", loss / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        ntokens = total("ntokens")
         metrics.log_scalar("nll_loss", total("nll") / max(ntokens, 1) / math.log(2), ntokens, round=3)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
         for key in ("focal", "coverage", "p_gen"):
             metrics.log_scalar(key, total(key) / max(ntokens, 1), ntokens, round=4)
-        skipped = total("nonfinite_skipped")
-        if skipped:
-            metrics.log_scalar_sum("nonfinite_skipped", skipped, priority=300, round=0)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -1,0 +1,160 @@
+"""Free-running decoding for self-critical training: multinomial samples and greedy summaries, batched.
+
+Written once over fairseq's encoder-decoder interface, so it works for every model of the project (and any
+fairseq model with an encoder and a ``FairseqIncrementalDecoder``):
+    encoder_out = model.encoder(src_tokens, src_lengths)                           (once)
+    net_output  = model.decoder(prev_tokens, encoder_out, incremental_state=state)   (one step at a time)
+    P_t         = model.get_normalized_probs(net_output, log_probs=False)           (the model's final P(w))
+For a pointer model P_t is the distribution over the extended vocabulary (eq 9 of See et al.), so a sampled
+id at or above the first OOV marker is a copy of a source word of that document; it is fed back as its id,
+and the model reads it as ``<unk>`` itself, as in beam search and teacher forcing.
+
+At each step a row either draws y_t ~ P_t (``greedy`` False) or takes argmax_w P_t(w) (``greedy`` True).
+Never chosen: padding and ``<s>`` (their probability is set to 0 and the rest renormalised, as fairseq's beam
+search masks padding).  ``<unk>`` is an ordinary word here (the reward never matches it).  A row stops after
+its ``</s>``, or without one after ``max_len`` tokens (no ``</s>`` is forced: every token of a row is the
+model's own choice).  Finished rows leave the batch (fairseq's ``reorder_encoder_out`` and
+``reorder_incremental_state``), so the steps cost what the unfinished rows need.
+
+Nothing here records gradients: the criterion scores a sampled summary afterwards with one ordinary
+teacher-forced forward pass, which gives the same probabilities because incremental decoding equals the full
+forward pass (tested for every model), and back-propagates through that.
+"""
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class FreeRun:
+    """The summaries of one free-running decode.
+
+    tokens: B x T ids, each row its summary, then ``</s>`` if it stopped by itself, then padding.
+    lengths: B, the number of decoded tokens of each row (its ``</s>`` included).
+    log_probs: B x T, log P_t(y_t) of each decoded token under the model's unrestricted distribution (0 after
+        the row's end); what the teacher-forced pass recomputes with gradient.
+    nonfinite: B, True where the model's distribution was not finite at some step (the row then ended there
+        with ``</s>``); such a batch cannot be trained on.
+    """
+    tokens: Tensor
+    lengths: Tensor
+    log_probs: Tensor
+    nonfinite: Tensor
+
+    def summary_lengths(self, eos: int) -> Tensor:
+        """B: the number of summary tokens, ``</s>`` not counted."""
+        return self.lengths - self.tokens.eq(eos).any(dim=1).long()
+
+    def select(self, rows: Tensor) -> "FreeRun":
+        """The runs of ``rows`` (B'), trimmed to their longest row."""
+        lengths = self.lengths.index_select(0, rows)
+        width = int(lengths.max()) if lengths.numel() else 0
+        return FreeRun(self.tokens.index_select(0, rows)[:, :width], lengths,
+                       self.log_probs.index_select(0, rows)[:, :width], self.nonfinite.index_select(0, rows))
+
+
+def encoder_input(net_input: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """A batch's ``net_input`` without the teacher-forcing input: what the encoder takes."""
+    return {key: value for key, value in net_input.items() if key != "prev_output_tokens"}
+
+
+@torch.no_grad()
+def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tensor,
+             source_rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> FreeRun:
+    """Decode one summary per row without teacher forcing.
+
+    Args:
+        model: a fairseq encoder-decoder model (``model.encoder``, an incremental ``model.decoder``,
+            ``model.get_normalized_probs``); its train/eval mode is the caller's choice (dropout).
+        net_input: the batch's ``net_input`` (``prev_output_tokens`` is ignored).
+        greedy: R (bool), per row: argmax (True) or a sample (False).
+        max_len: R, the most tokens a row may decode (at least 1).
+        source_rows: R, the source document of each row (default: row r decodes document r); e.g.
+            ``arange(B).repeat(2)`` decodes every document twice from one encoder pass.
+        generator: the random generator of the samples (default: torch's global one).
+    Returns:
+        a ``FreeRun`` of R rows.
+    """
+    dictionary = model.decoder.dictionary
+    pad, eos, bos = dictionary.pad(), dictionary.eos(), dictionary.bos()
+    encoder_out = model.encoder(**encoder_input(net_input))
+    if source_rows is not None:
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, source_rows)
+    rows = greedy.size(0)
+    device = greedy.device
+    max_len = max_len.to(device).clamp(min=1)
+    steps = int(max_len.max()) if rows else 0
+    tokens = torch.full((rows, steps), pad, dtype=torch.long, device=device)  # R x T
+    log_probs = torch.zeros(rows, steps, device=device)  # R x T
+    lengths = torch.zeros(rows, dtype=torch.long, device=device)  # R
+    nonfinite = torch.zeros(rows, dtype=torch.bool, device=device)  # R
+    active = torch.arange(rows, device=device)  # the rows still decoding, in the decoder's batch order
+    prefix = torch.full((rows, 1), eos, dtype=torch.long, device=device)  # decoder input so far (starts with </s>)
+    incremental_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
+    for t in range(steps):
+        net_output = model.decoder(prefix, encoder_out=encoder_out, incremental_state=incremental_state)
+        probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
+        bad = ~torch.isfinite(probs).all(dim=1) | (probs < 0).any(dim=1)  # R'
+        allowed = probs.masked_fill(bad.unsqueeze(1), 0.0)  # R' x V
+        allowed[:, pad] = 0.0
+        if bos != eos:
+            allowed[:, bos] = 0.0
+        dead = bad | ~(allowed.sum(dim=1) > 0)  # R': nothing left to choose from
+        allowed[dead, eos] = 1.0
+        choice = allowed.argmax(dim=1)  # R'
+        drawn = ~greedy[active]  # R'
+        if bool(drawn.any()):
+            choice[drawn] = draw(allowed[drawn], generator)
+        chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
+        tokens[active, t] = choice
+        log_probs[active, t] = torch.log(chosen_prob.clamp(min=torch.finfo(probs.dtype).tiny))
+        lengths[active] = t + 1
+        nonfinite[active] |= bad
+        done = choice.eq(eos) | (t + 1 >= max_len[active])  # R'
+        if bool(done.all()):
+            break
+        prefix = torch.cat([prefix, choice.unsqueeze(1)], dim=1)  # R' x (t+2)
+        if bool(done.any()):  # finished rows leave the batch
+            keep = (~done).nonzero().squeeze(1)  # R''
+            active, prefix = active[keep], prefix[keep]
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
+            model.decoder.reorder_incremental_state_scripting(incremental_state, keep)
+    width = int(lengths.max()) if rows else 0
+    return FreeRun(tokens[:, :width], lengths, log_probs[:, :width], nonfinite)
+
+
+def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
+    """One token per row, w with probability probs[w] / sum(probs): R x V (non-negative, each row > 0) -> R.
+
+    By the inverse of the cumulative distribution, in float64: the first w whose cumulative mass exceeds
+    u * total, u uniform in [0, 1).  A token of probability 0 is never drawn.  (torch.multinomial draws one
+    exponential variate per vocabulary entry, which measured 15 ms per step for 86 rows of 4,000 words.)"""
+    cumulative = probs.double().cumsum(dim=1)  # R x V
+    total = cumulative[:, -1:]  # R x 1
+    u = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=probs.device) * total  # R x 1
+    choice = torch.searchsorted(cumulative, u, right=True).squeeze(1)  # R: first w with cumulative[w] > u
+    last_possible = probs.size(1) - 1 - (probs > 0).flip(dims=[1]).int().argmax(dim=1)  # R: guards u == total
+    return torch.minimum(choice, last_possible)
+
+
+def sample_and_greedy(model, net_input: Dict[str, Tensor], max_len: Tensor,
+                      generator: Optional[torch.Generator] = None):
+    """y^s (a sample) and y^g (the greedy summary) of every document, decoded together as 2B rows from one
+    encoder pass.  ``max_len``: B.  Returns (FreeRun of the samples, FreeRun of the greedy summaries)."""
+    bsz = max_len.size(0)
+    device = max_len.device
+    documents = torch.arange(bsz, device=device)
+    greedy = torch.cat([torch.zeros(bsz, dtype=torch.bool, device=device),
+                        torch.ones(bsz, dtype=torch.bool, device=device)])
+    run = free_run(model, net_input, greedy, max_len.repeat(2), source_rows=documents.repeat(2),
+                   generator=generator)
+    return run.select(documents), run.select(documents + bsz)
+
+
+def teacher_forcing_input(tokens: Tensor, pad: int, eos: int) -> Tensor:
+    """The decoder input that reproduces ``tokens`` under teacher forcing, as fairseq collates a target:
+    ``</s>`` then the tokens shifted right by one, padding where the target is padding.  B x T -> B x T."""
+    shifted = torch.cat([tokens.new_full((tokens.size(0), 1), eos), tokens[:, :-1]], dim=1)  # B x T
+    return shifted.masked_fill(tokens.eq(pad), pad)

@@ -1,0 +1,272 @@
+#!/usr/bin/env python
+"""Speed of self-critical training: the ROUGE reward, and one RL update against one ML update.
+
+1. The reward (default).  ROUGE-L F1 of B hypotheses against B references of random token ids (lengths drawn
+   between L/2 and L, ids from a vocabulary of --vocab words so that matches are frequent), timed per batch:
+     python      a plain Python ROUGE-L: the O(n m) LCS table, row by row, one document after the other;
+     rouge_python the project's exact ROUGE (scoring/rouge_python.py) on the ids written as words;
+     torch       scoring/rouge_reward.py, the batched anti-diagonal LCS (the GPU path);
+     bits        scoring/rouge_reward.py, the bit-parallel LCS on Python integers (the CPU default).
+   Every method's scores are checked to be identical before timing.
+
+     python scripts/bench/reward_speed.py [--batch-sizes 32,64] [--lengths 20,60,100] [--vocab 200] [--repeats 5]
+
+2. The update (--updates).  ``compare_update_speed`` trains two copies of the same model on the same batches,
+   one with the ML criterion (focal_copy_coverage) and one with self_critical_rouge, taking turns, and times
+   forward + backward + Adam step; the RL update is split into its phases (decoding y^s and y^g, the reward,
+   the ML forward pass, the sample's forward pass, and backward + step).  Start from an ML checkpoint
+   (--checkpoint) for realistic sample lengths: a fresh model samples up to --rl-max-len-b tokens.
+
+     python scripts/bench/reward_speed.py --updates --data-bin DATA/bin [--checkpoint ML/checkpoint_last.pt]
+         [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
+         [--rl-args "--rl-max-len-b 40"]
+
+   scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
+   sys.path): it returns the figures as a dict (see its docstring).
+
+Set OMP_NUM_THREADS=1 on a machine shared with other jobs.
+"""
+import argparse
+import copy
+import random
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PAD, EOS, UNK = 1, 2, 3
+
+
+# ---------------------------------------------------------------------------------------------------- reward
+def python_rouge_l(hyp, ref) -> float:
+    """ROUGE-L F1 of two id lists by the textbook LCS table (plain Python)."""
+    if not hyp or not ref:
+        return 0.0
+    previous = [0] * (len(ref) + 1)
+    for token in hyp:
+        current = [0]
+        for j, other in enumerate(ref):
+            current.append(previous[j] + 1 if token == other else max(previous[j + 1], current[j]))
+        previous = current
+    lcs = previous[-1]
+    recall, precision = lcs / len(ref), lcs / len(hyp)
+    return precision * recall / (0.5 * precision + 0.5 * recall) if precision + recall > 0 else 0.0
+
+
+def random_batch(batch_size: int, length: int, vocab: int, seed: int):
+    """B hypotheses and B references: lists of ids and the same as padded tensors with a final </s>."""
+    import torch
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(2 * batch_size):
+        rows.append([rng.randrange(4, 4 + vocab) for _ in range(rng.randint(max(1, length // 2), length))])
+    hyps, refs = rows[:batch_size], rows[batch_size:]
+
+    def tensor(lists):
+        width = max(len(r) for r in lists) + 1
+        return torch.tensor([r + [EOS] + [PAD] * (width - len(r) - 1) for r in lists])
+
+    return hyps, refs, tensor(hyps), tensor(refs)
+
+
+def reward_methods():
+    from fairseq_plugins.scoring.rouge_python import RougeScorer
+    from fairseq_plugins.scoring.rouge_reward import RougeReward
+
+    scorer = RougeScorer(stem=False, rouge_types=("rougeL",))
+    torch_reward = RougeReward({"rougeL": 1.0}, PAD, EOS, UNK, lcs_backend="torch")
+    bits_reward = RougeReward({"rougeL": 1.0}, PAD, EOS, UNK, lcs_backend="bits")
+
+    def words(ids):
+        return " ".join(f"w{t}" for t in ids)
+
+    return {
+        "python": lambda h, r, th, tr: [python_rouge_l(a, b) for a, b in zip(h, r)],
+        "rouge_python": lambda h, r, th, tr: [scorer.score(words(b), words(a))["rougeL"].fmeasure
+                                              for a, b in zip(h, r)],
+        "torch": lambda h, r, th, tr: torch_reward(th, tr).tolist(),
+        "bits": lambda h, r, th, tr: bits_reward(th, tr).tolist(),
+    }
+
+
+def time_rewards(batch_sizes, lengths, vocab: int, repeats: int) -> list:
+    """Median seconds per batch of every method, for every (batch size, length)."""
+    methods = reward_methods()
+    rows = []
+    for batch_size in batch_sizes:
+        for length in lengths:
+            batch = random_batch(batch_size, length, vocab, seed=batch_size * 1000 + length)
+            reference = methods["python"](*batch)
+            seconds = {}
+            for name, method in methods.items():
+                scores = method(*batch)
+                if any(abs(a - b) > 1e-12 for a, b in zip(scores, reference)):
+                    raise SystemExit(f"reward_speed: {name} disagrees with the plain Python ROUGE-L")
+                times = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    method(*batch)
+                    times.append(time.perf_counter() - start)
+                seconds[name] = statistics.median(times)
+            rows.append({"batch_size": batch_size, "length": length, "seconds": seconds})
+    return rows
+
+
+def print_rewards(rows, vocab: int) -> None:
+    names = list(rows[0]["seconds"])
+    print(f"ROUGE-L reward, milliseconds per batch (median); ids from {vocab} words, lengths L/2..L")
+    print(f"{'batch':>6} {'L':>5} " + " ".join(f"{n:>13}" for n in names) + "   speed-up of bits, torch vs python")
+    for row in rows:
+        s = row["seconds"]
+        print(f"{row['batch_size']:>6} {row['length']:>5} " + " ".join(f"{1000 * s[n]:>13.2f}" for n in names)
+              + f"   {s['python'] / s['bits']:>6.1f}x {s['python'] / s['torch']:>6.1f}x")
+
+
+# ---------------------------------------------------------------------------------------------------- update
+def build(data_bin: Path, arch: str, criterion_args: list, extra: list, max_tokens: int):
+    """cfg, task, model and criterion through fairseq's own option parsing (as fairseq-train builds them)."""
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()
+    argv = [str(data_bin), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization", "--arch", arch,
+            *criterion_args, "--optimizer", "adam", "--lr", "0.0001", "--max-tokens", str(max_tokens),
+            "--seed", "1", "--cpu", *extra]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.set_torch_seed(1)
+    task = tasks.setup_task(cfg.task)
+    return cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+
+
+def first_batches(cfg, task, count: int) -> list:
+    task.load_dataset("train")
+    iterator = task.get_batch_iterator(
+        dataset=task.dataset("train"), max_tokens=cfg.dataset.max_tokens, seed=1, max_positions=(10**5, 10**5),
+        num_workers=0).next_epoch_itr(shuffle=True)
+    return [batch for _, batch in zip(range(count), iterator)]
+
+
+def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(), rl_args=(),
+                         ml_args=(), batches: int = 10, rounds: int = 2, max_tokens: int = 4000) -> dict:
+    """One RL update (self_critical_rouge) against one ML update (focal_copy_coverage), same model and batches.
+
+    Two copies of the model (from ``checkpoint`` if given) train on the same ``batches`` first batches of the
+    training split, taking turns batch by batch, ``rounds`` times over; a step is forward + backward + Adam.
+    Returns {"ml": ..., "rl": ...}, each with updates_per_s, summaries_per_s (documents of the batches per
+    second) and target_words_per_s; "ratio" (seconds per RL update / seconds per ML update); "rl_phases":
+    seconds per RL update in decode, reward, ml_forward, rl_forward, backward_step; "sample_len" and
+    "greedy_len" (mean summary tokens of y^s, y^g) and "reference_len"."""
+    import torch
+
+    ml_criterion_args = ["--criterion", "focal_copy_coverage", *ml_args]
+    cfg, task, model, ml_criterion = build(Path(data_bin), arch, ml_criterion_args, list(extra), max_tokens)
+    _, _, _, rl_criterion = build(Path(data_bin), arch, ["--criterion", "self_critical_rouge", "--rl-timing",
+                                                         *ml_args, *rl_args], list(extra), max_tokens)
+    if checkpoint:
+        from fairseq import checkpoint_utils
+
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+        model.load_state_dict(state["model"], strict=True)
+    data = first_batches(cfg, task, batches)
+    models = {"ml": model, "rl": copy.deepcopy(model)}
+    criteria = {"ml": ml_criterion, "rl": rl_criterion}
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
+    seconds = {"ml": 0.0, "rl": 0.0}
+    phases = dict.fromkeys(("decode", "reward", "ml_forward", "rl_forward", "backward_step"), 0.0)
+    lengths = {"sample_len": 0, "greedy_len": 0, "docs": 0}
+    steps = 0
+    for round_index in range(rounds + 1):  # round 0 warms up
+        for batch in data:
+            for name in ("ml", "rl"):
+                models[name].train()
+                optimizers[name].zero_grad()
+                start = time.perf_counter()
+                loss, _, log = criteria[name](models[name], batch)
+                forward_done = time.perf_counter()
+                loss.backward()
+                optimizers[name].step()
+                end = time.perf_counter()
+                if round_index == 0:
+                    continue
+                seconds[name] += end - start
+                if name == "rl":
+                    phases["decode"] += log["t_decode"]
+                    phases["reward"] += log["t_reward"]
+                    phases["ml_forward"] += log["t_ml"]
+                    phases["rl_forward"] += log["t_rl"]
+                    phases["backward_step"] += end - forward_done
+                    for key in ("sample_len", "greedy_len"):
+                        lengths[key] += log[key]
+                    lengths["docs"] += log["rl_docs"]
+            steps += round_index > 0
+    docs = sum(batch["target"].size(0) for batch in data) * rounds
+    words = sum(batch["ntokens"] for batch in data) * rounds
+    result = {name: {"updates_per_s": steps / seconds[name], "summaries_per_s": docs / seconds[name],
+                     "target_words_per_s": words / seconds[name]} for name in seconds}
+    result["ratio"] = seconds["rl"] / seconds["ml"]
+    result["rl_phases"] = {key: value / steps for key, value in phases.items()}
+    result["ml_seconds_per_update"] = seconds["ml"] / steps
+    result["sample_len"] = lengths["sample_len"] / max(lengths["docs"], 1)
+    result["greedy_len"] = lengths["greedy_len"] / max(lengths["docs"], 1)
+    result["reference_len"] = sum(int(b["target"].ne(PAD).sum()) - b["target"].size(0) for b in data) / (
+        docs / rounds)
+    result["batches"], result["rounds"] = batches, rounds
+    return result
+
+
+def print_updates(result: dict) -> None:
+    print(f"one update on the same {result['batches']} batches x {result['rounds']} rounds (after a warm-up round)")
+    print(f"{'criterion':<20} {'updates/s':>10} {'summaries/s':>12} {'target words/s':>15}")
+    for name, label in (("ml", "focal_copy_coverage"), ("rl", "self_critical_rouge")):
+        r = result[name]
+        print(f"{label:<20} {r['updates_per_s']:>10.2f} {r['summaries_per_s']:>12.1f} {r['target_words_per_s']:>15.0f}")
+    print(f"RL update / ML update: {result['ratio']:.2f}x (target <= 3)")
+    total = sum(result["rl_phases"].values())
+    print("where an RL update's time goes: " + ", ".join(
+        f"{key} {1000 * value:.0f} ms ({100 * value / total:.0f}%)" for key, value in result["rl_phases"].items())
+        + f"; an ML update: {1000 * result['ml_seconds_per_update']:.0f} ms")
+    print(f"mean summary tokens: sample {result['sample_len']:.1f}, greedy {result['greedy_len']:.1f}, "
+          f"reference {result['reference_len']:.1f}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-sizes", default="32,64")
+    parser.add_argument("--lengths", default="20,60,100")
+    parser.add_argument("--vocab", type=int, default=200, help="ids are drawn from this many words")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--updates", action="store_true", help="time RL updates against ML updates instead")
+    parser.add_argument("--data-bin", type=Path, help="--updates: binarized data (DATA/bin of preprocess.sh)")
+    parser.add_argument("--checkpoint", type=Path, help="--updates: start both copies from this ML checkpoint")
+    parser.add_argument("--arch", default="pgn_lstm_small")
+    parser.add_argument("--extra", default="", help="more model options, e.g. \"--dropout 0\"")
+    parser.add_argument("--rl-args", default="--rl-max-len-b 40", help="self_critical_rouge options")
+    parser.add_argument("--ml-args", default="--focal-alpha 1 --focal-gamma 0",
+                        help="focal_copy_coverage options (both criterions)")
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=4000)
+    args = parser.parse_args(argv)
+    if args.updates:
+        if args.data_bin is None:
+            parser.error("--updates needs --data-bin")
+        result = compare_update_speed(args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra),
+                                      shlex.split(args.rl_args), shlex.split(args.ml_args), args.batches,
+                                      args.rounds, args.max_tokens)
+        print_updates(result)
+        return
+    rows = time_rewards([int(b) for b in args.batch_sizes.split(",")], [int(n) for n in args.lengths.split(",")],
+                        args.vocab, args.repeats)
+    print_rewards(rows, args.vocab)
+
+
+if __name__ == "__main__":
+    main()
