@@ -9,6 +9,9 @@
 # self-contained model directory.  Re-running the same command resumes from SAVE_DIR/checkpoint_last.pt
 # (a checkpoint_last.pt truncated by a kill during fairseq's copy is first replaced by the newest complete
 # checkpoint).  The multi-process launchers (scripts/launch/, scripts/slurm/) share this preparation.
+#
+# From a trained ML model to self-critical RL fine-tuning (configs/scitldr_small_rl.conf):
+#   ./train.sh -c scitldr_small_rl DATA_DIR RL_DIR --finetune-from-model ML_DIR/checkpoint_best.pt
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 source "$ROOT/scripts/launch/common.sh"

@@ -14,8 +14,8 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
      400 tokens at most); then preprocess.sh with --config's PREP_ARGS;
   2. every --variant: train.sh -c CONFIG for exactly --updates updates (same batches, same seed), keeping
      checkpoint_best.pt by the config's criterion; every --continue: train.sh from PARENT's checkpoint_best.pt
-     (``--restore-file ... --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler``) for
-     --continue-updates more updates;
+     (``--finetune-from-model``: its weights, a fresh optimizer, schedule and data order) for --continue-updates
+     updates;
   3. every system x every --decode: generate.sh --split test (the config's GEN_ARGS plus the decode's options),
      official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
      characters), mean length, decode sentences/s (fairseq's own timing of the generation);
@@ -34,9 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lib import (ROOT, Experiment, cnndm_raw, decode_facts, lcsts_raw, lead, official_rouge,  # noqa: E402
                  read_lines, repetition, train_facts, write_lines)
-
-RESET = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
-
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,7 +98,7 @@ def train(exp: Experiment, data: Path, system, retrain: bool):
         shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
         start = []
         if parent is not None:
-            start = ["--restore-file", exp.work / "models" / parent / "checkpoint_best.pt", *RESET]
+            start = ["--finetune-from-model", exp.work / "models" / parent / "checkpoint_best.pt"]
         seconds = exp.run([ROOT / "train.sh", "-c", config, data, model, *extra, *start, "--max-update", updates],
                           log_name)
         (model / "train_seconds").write_text(f"{seconds:.1f}\n")
