@@ -251,3 +251,44 @@ def test_attention_runs_under_mixed_precision():
     for g32, g16 in zip(grads32, grads16):
         assert g16.dtype == torch.float32
         assert (g16 - g32).abs().max() <= 5e-2 * g32.abs().max()
+
+
+def fake_cache_dir(root, caches):
+    """A sysfs-like cpu0/cache folder: (level, type, size, shared_cpu_list) per index."""
+    for index, (level, kind, size, shared) in enumerate(caches):
+        folder = root / f"index{index}"
+        folder.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+            (folder / name).write_text(f"{value}\n")
+    return root
+
+
+def test_block_size_comes_from_the_l2_share_of_one_thread(tmp_path):
+    caches = scores_module.read_cpu_caches(fake_cache_dir(tmp_path / "smt", [
+        (1, "Data", "48K", "0-1"), (1, "Instruction", "32K", "0-1"), (2, "Unified", "1024K", "0-1"),
+        (3, "Unified", "32768K", "0-15")]))
+    assert caches == [scores_module.CacheLevel(1, 48 << 10, 2), scores_module.CacheLevel(2, 1 << 20, 2),
+                      scores_module.CacheLevel(3, 32 << 20, 16)]
+    floats, why = scores_module.block_floats_per_thread(caches)
+    assert floats * 4 == (1 << 20) // 2 // scores_module.L2_FRACTION  # two SMT threads share the L2
+    assert "1024 KiB L2 shared by 2 CPUs" in why
+    private = scores_module.read_cpu_caches(fake_cache_dir(tmp_path / "zen3", [(2, "Unified", "512K", "3")]))
+    assert scores_module.block_floats_per_thread(private)[0] * 4 == (512 << 10) // scores_module.L2_FRACTION
+    assert scores_module.read_cpu_caches(tmp_path / "missing") == []
+    fallback, why = scores_module.block_floats_per_thread([])
+    assert fallback * 4 == scores_module.FALLBACK_BLOCK_BYTES and "no L2 size" in why
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tanh_block_matches_torch_tanh(dtype):
+    """float32 on a CPU goes through 2 sigmoid(2f) - 1; bfloat16 keeps torch's tanh."""
+    generator = torch.Generator().manual_seed(3)
+    keys = (torch.randn(4, 9, 16, generator=generator) * 4).to(dtype)
+    weights = torch.randn(4, 9, 2, generator=generator).to(dtype)
+    terms = torch.randn(4, 2, 16, generator=generator).to(dtype)
+    out = torch.empty_like(keys)
+    got = scores_module._tanh_block(out, keys, weights, terms)
+    assert got.data_ptr() == out.data_ptr()  # in place, in the block buffer
+    expected = torch.tanh(torch.baddbmm(keys.double(), weights.double(), terms.double()))
+    tolerance = 2e-7 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=tolerance)

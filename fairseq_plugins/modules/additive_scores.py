@@ -141,8 +141,8 @@ def _tanh_block(out: Tensor, keys: Tensor, weights: Tensor, terms: Tensor) -> Te
     On a CPU, in float32/float64, as tanh(f) = 2 sigmoid(2f) - 1 with the 2f from the same ``baddbmm``: torch's
     CPU tanh runs at scalar speed (measured 0.4 G floats/s on one AMD EPYC core, torch 2.13, whatever the
     vector instruction set), its sigmoid about ten times faster, and tanh was the largest single operator of a
-    pgn_lstm training step (16% of it).  The identity is exact; in float32 it costs at most about 1e-7 absolute
-    error near f = 0.  Half precision and GPUs keep torch's tanh (there the cancellation near 0 would cost
+    pgn_lstm training step (16% of it).  The identity is exact; in float32 it costs at most 2e-7 absolute error
+    (near f = 0).  Half precision and GPUs keep torch's tanh (there the cancellation near 0 would cost
     digits, and the GPU's tanh is fast)."""
     if keys.device.type == "cpu" and keys.dtype in (torch.float32, torch.float64):
         torch.baddbmm(keys, weights, terms, beta=2.0, alpha=2.0, out=out)  # 2f

@@ -8,12 +8,20 @@ builds the same models through fairseq's own option parsing and times, on the sa
 and with --profile prints torch.profiler's operator table for a few of those steps.
 
     python scripts/bench/profile_step.py --models lstm,pgn_lstm [--data-bin runs/bench/lcsts_char/bin]
-        [--batches 20] [--rounds 3] [--decode-sentences 100] [--profile] [--extra "--attention-dim 256"]
+        [--batches 20] [--rounds 3] [--decode-sentences 100] [--block-ngram-repeat 3] [--profile]
+        [--extra "--attention-dim 256"]
 
 The models take turns over the same batches, round after round, so that a machine whose speed drifts (a
 virtual machine, another job) affects them alike.
 
-Model sizes and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).
+Model sizes and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).  Decoding uses the
+models as built (untrained), at fixed length; --block-ngram-repeat N decodes with and without the project's
+blocking, in turns, to show its cost.
+
+How the figures move with the CPU's vector instructions: torch's own kernels and oneDNN (which runs the
+encoder's plain LSTM calls) use AVX-512 where the CPU has it, MKL's matrix products use AVX2 on AMD CPUs.  To
+see what a CPU without AVX-512 gives, run the same command with
+    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
 """
 import argparse
 import resource
@@ -32,6 +40,10 @@ from throughput import MODELS, ROOT, SIZES  # noqa: E402
 def build(model_name: str, data_bin: Path, max_tokens: int, extra: list):
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()  # it may have been imported before fairseq (throughput.py's machine.py)
 
     parser = options.get_training_parser()
     argv = [str(data_bin), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization",
@@ -86,30 +98,43 @@ class Trainer:
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
-def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool):
+def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool, blocks=(0,),
+                  rounds: int = 3):
+    """Beam search over the first SENTENCES of valid, fixed length MAX_LEN, once per n-gram blocking setting in
+    BLOCKS (0: off), the settings taking turns for ROUNDS rounds; prints the median sentences/s of each, and with
+    PROFILE the operator table of one batch per setting."""
     task.load_dataset("valid")
     dataset = task.dataset("valid")
     samples = [dataset[i] for i in range(min(sentences, len(dataset)))]
     batches = [dataset.collater(samples[i:i + 32]) for i in range(0, len(samples), 32)]
-    generator = task.build_generator(
-        [model], argparse.Namespace(beam=beam, max_len_a=0, max_len_b=max_len, min_len=max_len))
+    generators = {block: task.build_generator([model], argparse.Namespace(
+        beam=beam, max_len_a=0, max_len_b=max_len, min_len=max_len, block_ngram_repeat=block)) for block in blocks}
     model.eval()
 
-    def run():
+    def run(generator):
         with torch.no_grad():
             for batch in batches:
                 task.inference_step(generator, [model], batch)
 
-    run()  # warm-up
-    start = time.perf_counter()
-    run()
-    elapsed = time.perf_counter() - start
-    print(f"decoding: {len(samples)} sentences, beam {beam}, length {max_len}: {len(samples) / elapsed:.2f} "
-          f"sentences/s")
+    speeds = {block: [] for block in blocks}
+    for generator in generators.values():
+        run(generator)  # warm-up
+    for _ in range(rounds):
+        for block, generator in generators.items():
+            start = time.perf_counter()
+            run(generator)
+            speeds[block].append(len(samples) / (time.perf_counter() - start))
+    for block in blocks:
+        label = f"blocking n={block}" if block else "no blocking"
+        print(f"decoding: {len(samples)} sentences, beam {beam}, length {max_len}, {label}: "
+              f"{statistics.median(speeds[block]):.2f} sentences/s (rounds "
+              f"{', '.join(f'{x:.1f}' for x in speeds[block])})")
     if profile:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            task.inference_step(generator, [model], batches[0])
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        for block, generator in generators.items():
+            print(f"profile of one batch, {'blocking n=%d' % block if block else 'no blocking'}:")
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                task.inference_step(generator, [model], batches[0])
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 def main(argv=None):
@@ -123,6 +148,8 @@ def main(argv=None):
     parser.add_argument("--decode-sentences", type=int, default=100, help="0: no decoding")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--max-len", type=int, default=40)
+    parser.add_argument("--block-ngram-repeat", type=int, default=0,
+                        help="also decode with the project's n-gram blocking of this n, in turns with none")
     parser.add_argument("--extra", default="", help="more fairseq-train options for every model")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's operator tables")
     args = parser.parse_args(argv)
@@ -151,7 +178,9 @@ def main(argv=None):
     if args.decode_sentences > 0:
         for name, (cfg, task, model, _) in built.items():
             print(f"{name}: ", end="")
-            time_decoding(cfg, task, model, args.decode_sentences, args.beam, args.max_len, args.profile)
+            blocks = (0, args.block_ngram_repeat) if args.block_ngram_repeat else (0,)
+            time_decoding(cfg, task, model, args.decode_sentences, args.beam, args.max_len, args.profile, blocks,
+                          args.rounds)
 
 
 if __name__ == "__main__":

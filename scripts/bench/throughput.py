@@ -1,37 +1,52 @@
 #!/usr/bin/env python
-"""Throughput and peak memory: pgn_lstm (copy + coverage) against fairseq's built-in ``lstm``.
+"""Throughput, peak memory and hardware utilisation: pgn_lstm (copy + coverage) against fairseq's built-in
+``lstm`` and, with --peers onmt, against OpenNMT-py 3.5.1 (plain attention; copy + coverage), side by side.
 
-One invocation trains both models on the same binarized data with the same sizes, seed, batches (--max-tokens)
-and number of updates, then decodes the same N sentences with each (beam search, same --beam, --max-len-b and
---batch-size), and prints one table:
+One invocation trains every model on the same data with the same sizes, seed, tokens per batch and number of
+updates, decodes the same N sentences with each (same beam, maximum length and batch size), with and without
+trigram blocking, for fixed-length and for the models' own lengths, and prints:
 
-- training target words/s: fairseq's own ``wps`` of the logged intervals after the first (warm-up) one;
-- decode sentences/s: fairseq-generate's "Translated N sentences ... (X sentences/s" line, which times the
-  generation only (not the start-up or the model loading); tokens/s and the mean hypothesis length (with </s>)
-  come from the same line.  By default --min-len equals --max-len-b, so every hypothesis of both models has
-  the same length and the ratio compares the same number of decoding steps: briefly trained models otherwise
-  stop at arbitrary, different lengths (one may emit </s> at once, the other run to the limit).  Give
-  --min-len 1 for the models' own lengths;
-- peak resident memory (RSS) of each training and decoding process, from the kernel (os.wait4's rusage of
-  that child process; fairseq runs with --num-workers 0, so there is no data-loader process).  On a GPU this is
-  host memory only.
+- the machine: CPU model, caches, thread count, and the fp32 matrix-multiply peak measured with torch
+  (machine.py), before and after the runs;
+- training: target tokens/s (fairseq's ``wps`` / OpenNMT-py's target "tok/s" of the logged intervals after the
+  first, warm-up one), the model's FLOPs per target token counted analytically (flops.py), achieved GFLOP/s,
+  model FLOPs utilisation (MFU = achieved / measured peak), peak resident memory, and the ratio to pgn_lstm;
+- decoding: sentences/s of the search alone (fairseq-generate's "Translated N sentences ... (X sentences/s";
+  OpenNMT-py through peers/onmt_decode.py, timed the same way), with and without blocking, the mean
+  hypothesis length (with </s>), the percentage of repeated trigrams in the hypotheses, peak memory, and the
+  ratio to pgn_lstm.  Fixed length (--min-len = --max-len-b: every hypothesis of every model has the same
+  length, so the ratio compares the same number of decoding steps) and the models' own lengths (--min-len 1);
+- the targets, met or missed.
 
-Targets: pgn_lstm / lstm >= 1.0 for training words/s and for decode sentences/s.  pgn_lstm's default attention
-size is the decoder's hidden size (256 here); --all-models adds ``pgn_lstm_a512``, the same model with See et
-al.'s attention size 2 x 256 (as pgn_lstm_see2017 has), for reference.  --repeats N runs every model N times,
-in turns, and reports medians: single 60-update runs on a virtual machine vary by about 10%.
+Blocking: pgn_lstm and pgn_lstm_a512 use the project's ``--block-ngram-repeat N`` (--task summarization's
+generator).  ``lstm`` is decoded as fairseq ships it (``--task translation``, fairseq's SequenceGenerator) and
+blocks with fairseq's own ``--no-repeat-ngram-size N``, which blocks nothing on a CPU in fairseq 0.12.x (its
+NGramRepeatBlock reads the pad-filled token buffer; fairseq issue 5206): its repeated-trigram column shows it.
+OpenNMT-py blocks with ``-block_ngram_repeat N``.
+
+Peak memory: the kernel's peak resident set (os.wait4's rusage) of each training and decoding process; every
+toolkit runs with no data-loader worker process.  On a GPU this is host memory only.
 
     python scripts/bench/throughput.py [--updates 60] [--max-tokens 4000] [--decode-sentences 200]
-        [--beam 5] [--max-len-b 40] [--min-len N] [--batch-size 32] [--device auto|cpu|cuda]
-        [--work runs/bench] [--data-bin DIR] [--decode-subset SPLIT] [--repeats N] [--all-models] [--json FILE]
+        [--beam 5] [--max-len-b 40] [--lengths fixed,own | --min-len N] [--block-ngram-repeat 3]
+        [--batch-size 32] [--repeats N] [--peers onmt] [--onmt-hidden 512|256] [--all-models]
+        [--device auto|cpu|cuda] [--work runs/bench] [--data-bin DIR] [--decode-subset SPLIT] [--json FILE]
+
+--repeats N trains and decodes every model N times, the models taking turns, and reports medians (a single
+60-update run on a virtual machine varies by about 10%).  --all-models adds ``pgn_lstm_a512``, pgn_lstm with
+See et al.'s attention size 2 x 256.  --peers onmt installs OpenNMT-py into WORK/peers/onmt (peers/onmt.py
+says exactly what and why) or skips its rows with the reason.
 
 Default data: LCSTS PART_II from ../shared/data (Chinese characters; research use only, so it is read from
 there and never shipped), prepared once into WORK/lcsts_char with the project's pipeline; its valid split is
-decoded.  --data-bin uses any binarized data of the project instead (its test split if it has one).  The
-number of threads is torch's default unless OMP_NUM_THREADS is set; on a machine busy with other jobs set
-OMP_NUM_THREADS=1 (and expect the figures to mean little).
+decoded.  --data-bin uses any binarized data of the project instead (its test split if it has one; OpenNMT-py
+needs the LCSTS preparation).  The number of threads is torch's default unless OMP_NUM_THREADS is set; every
+model, and the peak measurement, runs with the same.  On a machine busy with other jobs the figures mean
+little: run on an idle one.
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -40,7 +55,14 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flops import Sizes, dataset_lengths, fairseq_lstm_forward, flops_per_target_token  # noqa: E402
+from flops import onmt_rnn_forward, pgn_lstm_forward  # noqa: E402
+from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
+from peers import onmt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
@@ -54,9 +76,14 @@ MODELS = {
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
 }
-TARGETS = ("lstm", "pgn_lstm")  # the ratio the target is about
+STOCK = ("lstm",)  # decoded as fairseq ships it: --task translation, fairseq's generator and blocking
+REFERENCE = "pgn_lstm"
+TARGETS = ("lstm", "pgn_lstm")
+ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512")
+LENGTHS = {"fixed": "fixed length", "own": "the models' own lengths"}
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s "
                         r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")
+HYPOTHESIS = re.compile(r"^H-\d+\t\S+\t(.*)$", re.M)
 
 
 def fail(message: str):
@@ -84,6 +111,7 @@ def run_measured(cmd, log: Path):
     return output, elapsed, kib / 1024
 
 
+# ---------------------------------------------------------------------------------------------- data
 def prepare_lcsts(work: Path, bin_dir: Path) -> None:
     """Convert and binarize LCSTS PART_II (characters) unless already done."""
     if (bin_dir / "train.src-tgt.src.bin").exists():
@@ -126,20 +154,56 @@ def make_decode_subset(bin_dir: Path, split: str, count: int, out_dir: Path) -> 
     return min(sizes)
 
 
+def repeated_trigram_percent(hypotheses) -> float:
+    """Percent of all trigrams of the hypotheses (token lists) that repeat an earlier trigram of the same one."""
+    repeated = total = 0
+    for tokens in hypotheses:
+        grams = [tuple(tokens[i:i + 3]) for i in range(len(tokens) - 2)]
+        repeated += len(grams) - len(set(grams))
+        total += len(grams)
+    return 100.0 * repeated / max(total, 1)
+
+
+# ---------------------------------------------------------------------------------------------- fairseq rows
 def device_flags(device: str) -> list:
     return ["--cpu"] if device == "cpu" else []
 
 
-def train(name: str, args, bin_dir: Path, save_dir: Path) -> dict:
+def fairseq_train_command(name: str, args, bin_dir: Path, save_dir: Path) -> list:
+    return ["fairseq-train", bin_dir, "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
+            *MODELS[name], *SIZES, "--optimizer", "adam", "--lr", "0.001", "--clip-norm", "2.0",
+            "--max-tokens", args.max_tokens, "--max-update", args.updates, "--seed", "1",
+            "--disable-validation", "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple",
+            "--log-interval", args.log_interval, "--num-workers", "0", *device_flags(args.device)]
+
+
+def blocking_flags(name: str, n: int) -> list:
+    """The blocking option each fairseq row is decoded with: fairseq's own for the stock ``lstm``, the
+    project's for its models."""
+    if not n:
+        return []
+    return ["--no-repeat-ngram-size", n] if name in STOCK else ["--block-ngram-repeat", n]
+
+
+def fairseq_decode_command(name: str, args, subset_dir: Path, save_dir: Path, min_len: int, block: int) -> list:
+    """fairseq-generate for one decode row (hypotheses printed: their trigrams are counted; printing is not
+    inside the timed search).  The stock ``lstm`` runs fairseq's translation task (batch-size multiple 1, so
+    that no sentence is dropped)."""
+    task = (["--task", "translation", "-s", "src", "-t", "tgt", "--required-batch-size-multiple", "1"]
+            if name in STOCK else ["--task", "summarization"])
+    return ["fairseq-generate", subset_dir, "--user-dir", ROOT / "fairseq_plugins", *task,
+            "--path", save_dir / "checkpoint_last.pt", "--gen-subset", "test", "--beam", args.beam,
+            "--max-len-a", "0", "--max-len-b", args.max_len_b, "--min-len", min_len,
+            "--batch-size", args.batch_size, "--num-workers", "0", *blocking_flags(name, block),
+            *device_flags(args.device)]
+
+
+def train_fairseq(name: str, args, bin_dir: Path, save_dir: Path) -> dict:
     if save_dir.exists():
         shutil.rmtree(save_dir)  # fairseq-train would resume from an old checkpoint_last.pt
     save_dir.mkdir(parents=True)
-    cmd = ["fairseq-train", bin_dir, "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
-           *MODELS[name], *SIZES, "--optimizer", "adam", "--lr", "0.001", "--clip-norm", "2.0",
-           "--max-tokens", args.max_tokens, "--max-update", args.updates, "--seed", "1",
-           "--disable-validation", "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple",
-           "--log-interval", args.log_interval, "--num-workers", "0", *device_flags(args.device)]
-    output, elapsed, peak_mb = run_measured(cmd, save_dir / "train.log")
+    output, elapsed, peak_mb = run_measured(fairseq_train_command(name, args, bin_dir, save_dir),
+                                            save_dir / "train.log")
     wps = [float(m) for m in re.findall(r"train_inner .* wps=([\d.]+)", output)]
     if len(wps) < 2:
         fail(f"too few logged intervals for {name} (need 2): raise --updates or lower --log-interval\n"
@@ -149,30 +213,240 @@ def train(name: str, args, bin_dir: Path, save_dir: Path) -> dict:
     return {"train_wps": statistics.mean(wps[1:]), "train_wall_s": elapsed, "train_peak_mb": peak_mb}
 
 
-def decode(name: str, args, subset_dir: Path, save_dir: Path) -> dict:
-    cmd = ["fairseq-generate", subset_dir, "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
-           "--path", save_dir / "checkpoint_last.pt", "--gen-subset", "test", "--beam", args.beam,
-           "--max-len-a", "0", "--max-len-b", args.max_len_b, "--min-len", args.min_len,
-           "--batch-size", args.batch_size,
-           "--num-workers", "0", "--quiet", *device_flags(args.device)]
-    output, elapsed, peak_mb = run_measured(cmd, save_dir / "decode.log")
+def parse_generate(name: str, output: str) -> dict:
     found = TRANSLATED.search(output)
     if not found:
         fail(f"no 'Translated N sentences' line from fairseq-generate for {name}\n{output[-2000:]}")
     sentences, tokens = (int(found.group(k).replace(",", "")) for k in (1, 2))
+    hypotheses = [line.split() for line in HYPOTHESIS.findall(output)]
     return {"decode_sentences": sentences, "decode_sent_per_s": float(found.group(3)),
             "decode_tok_per_s": float(found.group(4)), "hyp_len": tokens / max(sentences, 1),
-            "decode_wall_s": elapsed, "decode_peak_mb": peak_mb}
+            "rep3": repeated_trigram_percent(hypotheses)}
+
+
+def decode_fairseq(name: str, args, subset_dir: Path, save_dir: Path, mode: str, block: int) -> dict:
+    log = save_dir / f"decode_{mode}{'_blocked' if block else ''}.log"
+    output, elapsed, peak_mb = run_measured(
+        fairseq_decode_command(name, args, subset_dir, save_dir, args.modes[mode], block), log)
+    return {**parse_generate(name, output), "decode_wall_s": elapsed, "decode_peak_mb": peak_mb}
+
+
+# ---------------------------------------------------------------------------------------------- OpenNMT-py rows
+class OnmtRows:
+    """Trains and decodes the OpenNMT-py rows (peers/onmt.py has the install, commands and log formats)."""
+
+    def __init__(self, args, work: Path, decode_sentences: int):
+        if args.data_bin is not None:
+            raise onmt.PeerUnavailable("OpenNMT-py rows need the LCSTS preparation (no --data-bin)")
+        if args.device != "cpu":
+            raise onmt.PeerUnavailable("the OpenNMT-py rows are written for --device cpu (its -gpu options are not "
+                                       "passed)")
+        self.args = args
+        self.python = onmt.ensure_venv(work)
+        self.data = onmt.prepare_text(work / "lcsts_char" / "prepared", work / "peers" / "onmt" / "data",
+                                      decode_sentences)
+        self.config = onmt.write_config(work / "peers" / "onmt" / "data" / "corpus.yaml",
+                                        self.data["train.src"], self.data["train.tgt"])
+        self.train_documents = sum(1 for _ in self.data["train.src"].open(encoding="utf-8"))
+        self.vocab = None  # the output layer's size, read from the first training log
+
+    def train(self, name: str, save_dir: Path) -> dict:
+        if save_dir.exists():
+            shutil.rmtree(save_dir)
+        save_dir.mkdir(parents=True)
+        args = self.args
+        cmd = onmt.train_command(self.python, name, self.config, self.data["vocab.txt"],
+                                 self.data["regular_words"] + 4, save_dir / "model", args.updates, args.max_tokens,
+                                 args.log_interval, self.train_documents, hidden=args.onmt_hidden)
+        output, elapsed, peak_mb = run_measured(cmd, save_dir / "train.log")
+        try:
+            tok_s = onmt.train_tokens_per_second(output)
+        except ValueError as error:
+            fail(f"{name}: {error}\n{output[-2000:]}")
+        self.vocab = onmt.vocab_size(output) or self.vocab
+        if not onmt.checkpoint_path(save_dir / "model", args.updates).exists():
+            fail(f"{name}: no checkpoint {onmt.checkpoint_path(save_dir / 'model', args.updates)}")
+        return {"train_wps": tok_s, "train_wall_s": elapsed, "train_peak_mb": peak_mb}
+
+    def decode(self, name: str, save_dir: Path, mode: str, block: int) -> dict:
+        args = self.args
+        suffix = f"{mode}{'_blocked' if block else ''}"
+        cmd = onmt.decode_command(self.python, onmt.checkpoint_path(save_dir / "model", args.updates),
+                                  self.data["decode.src"], save_dir / f"hyp_{suffix}.txt", args.beam,
+                                  args.max_len_b, args.modes[mode], args.batch_size, block)
+        output, elapsed, peak_mb = run_measured(cmd, save_dir / f"decode_{suffix}.log")
+        try:
+            figures = onmt.parse_decode(output)
+        except ValueError as error:
+            fail(f"{name}: {error}\n{output[-2000:]}")
+        hypotheses = [line.split() for line in
+                      (save_dir / f"hyp_{suffix}.txt").read_text(encoding="utf-8").splitlines()]
+        return {**figures, "rep3": repeated_trigram_percent(hypotheses), "decode_wall_s": elapsed,
+                "decode_peak_mb": peak_mb}
+
+
+# ---------------------------------------------------------------------------------------------- FLOPs
+def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -> dict:
+    """Each row's forward FLOPs as a function of (source length, target length): flops.py's formulas with the
+    benchmark's sizes and the data's output vocabularies."""
+    from fairseq.data import Dictionary
+
+    import fairseq_plugins  # noqa: F401
+    from fairseq_plugins.text.markers import first_marker_index
+
+    dictionary = Dictionary.load(str(bin_dir / "dict.tgt.txt"))
+    regular = first_marker_index(dictionary)
+    return {
+        "onmt": partial(onmt_rnn_forward, Sizes(encoder_hidden=onmt_hidden // 2, decoder_hidden=onmt_hidden,
+                                                attention=onmt_hidden, vocab=onmt_vocab or regular)),
+        "onmt_copy_cov": partial(onmt_rnn_forward, Sizes(encoder_hidden=onmt_hidden // 2,
+                                                         decoder_hidden=onmt_hidden, attention=onmt_hidden,
+                                                         vocab=onmt_vocab or regular), copy=True),
+        "lstm": partial(fairseq_lstm_forward, Sizes(vocab=len(dictionary))),
+        "pgn_lstm": partial(pgn_lstm_forward, Sizes(vocab=regular)),
+        "pgn_lstm_a512": partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular)),
+    }
+
+
+def add_utilisation(results: dict, flops_per_token: dict, peak_gflops: float) -> None:
+    for name, row in results.items():
+        row["train_mflop_per_token"] = flops_per_token[name] / 1e6
+        row["train_gflops"] = flops_per_token[name] * row["train_wps"] / 1e9
+        row["train_mfu"] = row["train_gflops"] / peak_gflops
+
+
+# ---------------------------------------------------------------------------------------------- report
+def decode_key(mode: str, blocked: bool, field: str) -> str:
+    return f"{mode}{'_blocked' if blocked else ''}_{field}"
 
 
 def median_run(runs: list) -> dict:
-    """Per figure, the median over the repeated runs of one model (and the runs' words/s and sentences/s)."""
+    """Per figure, the median over the repeated runs of one model (and the runs' tokens/s and sentences/s)."""
     merged = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     merged["train_wps_runs"] = [run["train_wps"] for run in runs]
-    merged["decode_sent_per_s_runs"] = [run["decode_sent_per_s"] for run in runs]
+    for key in [k for k in runs[0] if k.endswith("decode_sent_per_s")]:
+        merged[f"{key}_runs"] = [run[key] for run in runs]
     return merged
 
 
+def ratio_line(label: str, value: float, target: float = None, at_most: bool = False) -> str:
+    line = f"{label}: {value:.2f}"
+    if target is not None:
+        met = value <= target if at_most else value >= target
+        line += f" (target {'<=' if at_most else '>='} {target:g}: {'met' if met else 'MISSED'})"
+    return line
+
+
+def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machine: dict, notes: list) -> str:
+    ref = results.get(REFERENCE)
+    lines = [
+        machine["description"],
+        f"caches: {machine['caches']}",
+        f"fp32 matmul peak: {machine['peak_gflops']:.1f} GFLOP/s (best of n = "
+        f"{', '.join(map(str, machine['peak_sizes']))}; {machine['peak_before']:.1f} before the runs, "
+        f"{machine['peak_after']:.1f} after)",
+        f"data {bin_dir}; medians of {args.repeats} run(s) per model, the models taking turns",
+        f"sizes: emb 128, BiLSTM encoder 2 x 256, decoder 256, attention 256 (pgn_lstm_a512: 512); OpenNMT-py: "
+        f"encoder 2 x {args.onmt_hidden // 2}, decoder and attention {args.onmt_hidden} (its decoder must be the "
+        f"encoder state's size)" if any(n.startswith("onmt") for n in results) else
+        "sizes: emb 128, BiLSTM encoder 2 x 256, decoder 256, attention 256 (pgn_lstm_a512: 512)",
+        *notes,
+        "",
+        f"training: {args.updates} updates, --max-tokens {args.max_tokens} (OpenNMT-py: -batch_type tokens "
+        f"-batch_size {args.max_tokens}); MFLOP/tok: analytic model FLOPs per target token, forward + backward "
+        f"(flops.py)",
+        f"{'model':<14} {'train tok/s':>12} {'MFLOP/tok':>10} {'GFLOP/s':>8} {'MFU %':>6} {'peak MB':>8} "
+        f"{'tok/s / ' + REFERENCE:>17}",
+    ]
+    for name, r in results.items():
+        lines.append(f"{name:<14} {r['train_wps']:>12.1f} {r['train_mflop_per_token']:>10.2f} "
+                     f"{r['train_gflops']:>8.2f} {100 * r['train_mfu']:>6.1f} {r['train_peak_mb']:>8.1f} "
+                     f"{r['train_wps'] / ref['train_wps'] if ref else float('nan'):>17.2f}")
+    for mode in args.modes:
+        min_len = args.modes[mode]
+        blocked_too = args.block_ngram_repeat > 0
+        lines += ["", f"decoding, {LENGTHS[mode]}: the first {sentences} sentences of {split}, beam {args.beam}, "
+                      f"--max-len-b {args.max_len_b}, --min-len {min_len}, --batch-size {args.batch_size}"
+                      + (f"; blocked: n-gram blocking n = {args.block_ngram_repeat}" if blocked_too else "")]
+        header = f"{'model':<14} {'sent/s':>8} {'hyp len':>8} {'rep3 %':>7} {'peak MB':>8}"
+        if blocked_too:
+            header += f" {'blocked sent/s':>15} {'hyp len':>8} {'rep3 %':>7} {'cost %':>7}"
+        header += f" {'sent/s / ' + REFERENCE:>18}"
+        if blocked_too:
+            header += f" {'blocked / ' + REFERENCE:>19}"
+        lines.append(header)
+        for name, r in results.items():
+            off = lambda field: r[decode_key(mode, False, field)]  # noqa: E731
+            row = (f"{name:<14} {off('decode_sent_per_s'):>8.2f} {off('hyp_len'):>8.1f} {off('rep3'):>7.1f} "
+                   f"{off('decode_peak_mb'):>8.1f}")
+            if blocked_too:
+                on = lambda field: r.get(decode_key(mode, True, field), float("nan"))  # noqa: E731
+                cost = 100 * (1 - on("decode_sent_per_s") / off("decode_sent_per_s"))
+                row += (f" {on('decode_sent_per_s'):>15.2f} {on('hyp_len'):>8.1f} {on('rep3'):>7.1f} "
+                        f"{cost:>7.1f}")
+            ref_off = ref[decode_key(mode, False, "decode_sent_per_s")] if ref else float("nan")
+            row += f" {off('decode_sent_per_s') / ref_off:>18.2f}"
+            if blocked_too:
+                ref_on = ref.get(decode_key(mode, True, "decode_sent_per_s"), float("nan")) if ref else float("nan")
+                row += f" {on('decode_sent_per_s') / ref_on:>19.2f}"
+            lines.append(row + (" *" if name in STOCK and blocked_too else ""))
+        if blocked_too and any(name in STOCK for name in results):
+            lines.append(f"* lstm is decoded by fairseq's own translation task and generator; its blocked run uses "
+                         f"--no-repeat-ngram-size {args.block_ngram_repeat}, which blocks nothing on a CPU in "
+                         f"fairseq 0.12.x (fairseq issue 5206): see its rep3 %")
+    lines += ["", "peak MB: the process's peak resident memory; rep3 %: trigrams that repeat an earlier trigram of "
+                  "the same hypothesis; cost %: decode speed lost to blocking"]
+    if args.repeats > 1:
+        lines.append("")
+        for name, r in results.items():
+            lines.append(f"{name}: train tok/s per run {', '.join(f'{x:.0f}' for x in r['train_wps_runs'])}")
+    lines += [""] + targets(results, args)
+    return "\n".join(lines)
+
+
+def targets(results: dict, args) -> list:
+    """The ratio lines: issue 14's targets (against OpenNMT-py and the hardware), issue 9's (blocking), and the
+    first throughput targets (against fairseq's lstm)."""
+    lines = []
+    ref = results.get(REFERENCE)
+    if ref is None:
+        return lines
+    blocked = args.block_ngram_repeat > 0
+
+    def sent(name, mode, on):
+        return results[name].get(decode_key(mode, on, "decode_sent_per_s"), float("nan"))
+
+    if "onmt_copy_cov" in results:
+        lines.append(ratio_line(f"ratio {REFERENCE} / onmt_copy_cov, training tokens/s",
+                                ref["train_wps"] / results["onmt_copy_cov"]["train_wps"], 1.5))
+        for mode in args.modes:
+            if blocked:
+                lines.append(ratio_line(f"ratio {REFERENCE} / onmt_copy_cov, decode sentences/s, {mode}, blocked",
+                                        sent(REFERENCE, mode, True) / sent("onmt_copy_cov", mode, True), 1.5))
+            lines.append(ratio_line(f"ratio {REFERENCE} / onmt_copy_cov, decode sentences/s, {mode}",
+                                    sent(REFERENCE, mode, False) / sent("onmt_copy_cov", mode, False)))
+    lines.append(ratio_line(f"MFU {REFERENCE} training, percent", 100 * ref["train_mfu"], 35))
+    if blocked:
+        for mode in args.modes:
+            cost = 100 * (1 - sent(REFERENCE, mode, True) / sent(REFERENCE, mode, False))
+            lines.append(ratio_line(f"blocking cost {REFERENCE}, {mode}, percent of decode speed", cost, 5,
+                                    at_most=True))
+            if "lstm" in results:
+                lines.append(ratio_line(f"ratio {REFERENCE} blocked / lstm --no-repeat-ngram-size, decode "
+                                        f"sentences/s, {mode}", sent(REFERENCE, mode, True) / sent("lstm", mode, True),
+                                        2.0))
+    if "lstm" in results:
+        lines.append(ratio_line(f"ratio {REFERENCE} / lstm, training words/s",
+                                ref["train_wps"] / results["lstm"]["train_wps"], 1.0))
+        for mode in args.modes:
+            lines.append(ratio_line(f"ratio {REFERENCE} / lstm, decode sentences/s, {mode}",
+                                    sent(REFERENCE, mode, False) / sent("lstm", mode, False), 1.0))
+        lines.append(ratio_line(f"ratio {REFERENCE} / lstm, training peak MB",
+                                ref["train_peak_mb"] / results["lstm"]["train_peak_mb"]))
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- main
 def resolve_device(device: str) -> str:
     if device != "auto":
         return device
@@ -181,49 +455,48 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def report(results: dict, args, bin_dir: Path, split: str, sentences: int) -> str:
-    threads = os.environ.get("OMP_NUM_THREADS", "torch default")
-    lines = [
-        f"Throughput on {args.device} (OMP_NUM_THREADS={threads}), data {bin_dir}",
-        f"training: {args.updates} updates, --max-tokens {args.max_tokens}; decoding: the first {sentences} "
-        f"sentences of {split}, beam {args.beam}, --max-len-b {args.max_len_b}, --min-len {args.min_len}, "
-        f"--batch-size {args.batch_size}; medians of {args.repeats} run(s) per model, taken in turns",
-        "",
-        f"{'model':<14} {'train words/s':>14} {'train peak MB':>14} {'decode sent/s':>14} {'decode tok/s':>13} "
-        f"{'hyp len':>8} {'decode peak MB':>15}",
-    ]
-    for name, r in results.items():
-        lines.append(f"{name:<14} {r['train_wps']:>14.1f} {r['train_peak_mb']:>14.1f} "
-                     f"{r['decode_sent_per_s']:>14.2f} {r['decode_tok_per_s']:>13.1f} {r['hyp_len']:>8.1f} "
-                     f"{r['decode_peak_mb']:>15.1f}")
-    if args.repeats > 1:
-        lines.append("")
-        for name, r in results.items():
-            lines.append(f"{name}: words/s per run {', '.join(f'{x:.0f}' for x in r['train_wps_runs'])}; "
-                         f"sentences/s per run {', '.join(f'{x:.2f}' for x in r['decode_sent_per_s_runs'])}")
-    lstm = results["lstm"]
-    lines.append("")
-    for name in (n for n in results if n != "lstm"):
-        target = " (target >= 1.0: {})" if name == "pgn_lstm" else ""
-        for label, key in (("training words/s", "train_wps"), ("decode sentences/s", "decode_sent_per_s")):
-            ratio = results[name][key] / lstm[key]
-            lines.append(f"ratio {name} / lstm, {label}: {ratio:.2f}"
-                         + target.format("met" if ratio >= 1.0 else "MISSED"))
-        for label, key in (("training peak MB", "train_peak_mb"), ("decode peak MB", "decode_peak_mb")):
-            lines.append(f"ratio {name} / lstm, {label}: {results[name][key] / lstm[key]:.2f}")
-    return "\n".join(lines)
+def project_blocking_available(bin_dir: Path) -> bool:
+    """Whether --task summarization takes --block-ngram-repeat (parsed as fairseq-generate would)."""
+    from fairseq import options
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()  # imported before fairseq (machine.py), so --user-dir would not register it
+    argv = [str(bin_dir), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization",
+            "--path", "unused.pt", "--block-ngram-repeat", "3"]
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            options.parse_args_and_arch(options.get_generation_parser(), argv)
+        except SystemExit:
+            return False
+    return True
 
 
-def main(argv=None):
+def decode_modes(args) -> dict:
+    """Length settings to decode with: name -> --min-len."""
+    if args.min_len is not None:
+        return {"fixed" if args.min_len >= args.max_len_b else "own": args.min_len}
+    modes = [m.strip() for m in args.lengths.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in LENGTHS]
+    if unknown or not modes:
+        fail(f"--lengths takes fixed and/or own, comma-separated; got {args.lengths!r}")
+    return {m: args.max_len_b if m == "fixed" else 1 for m in modes}
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=60, help="training updates per model")
-    parser.add_argument("--max-tokens", type=int, default=4000)
-    parser.add_argument("--log-interval", type=int, help="default: updates/4, at most 10 (wps needs 2 intervals)")
+    parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch, every toolkit")
+    parser.add_argument("--log-interval", type=int, help="default: updates/4, at most 10 (tok/s needs 2 intervals)")
     parser.add_argument("--decode-sentences", type=int, default=200, help="how many sentences to decode")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--max-len-b", type=int, default=40, help="maximum summary length (with --max-len-a 0)")
-    parser.add_argument("--min-len", type=int, help="minimum summary length (default: --max-len-b, fixed length)")
-    parser.add_argument("--batch-size", type=int, default=32, help="decoding batch size")
+    parser.add_argument("--lengths", default="fixed,own",
+                        help="fixed: --min-len = --max-len-b (same length for every model); own: --min-len 1")
+    parser.add_argument("--min-len", type=int, help="decode with this --min-len only (instead of --lengths)")
+    parser.add_argument("--block-ngram-repeat", type=int, default=3,
+                        help="n of the blocked decoding runs (0: no blocked runs)")
+    parser.add_argument("--batch-size", type=int, default=32, help="decoding batch size (sentences)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="auto: cuda when torch sees a GPU, else cpu")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench")
@@ -233,16 +506,41 @@ def main(argv=None):
                         help="train and decode each model this many times, in turns; medians are reported")
     parser.add_argument("--all-models", action="store_true",
                         help="also pgn_lstm with See et al.'s attention size 512 (pgn_lstm_a512)")
+    parser.add_argument("--peers", default="", help="peer toolkits to add: onmt (OpenNMT-py 3.5.1)")
+    parser.add_argument("--onmt-hidden", type=int, choices=[512, 256], default=512,
+                        help="OpenNMT-py decoder size: 512 (encoder 2 x 256, as ours) or 256 (encoder 2 x 128)")
+    parser.add_argument("--peak-sizes", default="1024,2048,3072", help="matrix sizes of the matmul peak")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     args.log_interval = args.log_interval or max(1, min(10, args.updates // 4))
-    args.min_len = args.max_len_b if args.min_len is None else args.min_len
-    if not 1 <= args.min_len <= args.max_len_b:
+    if args.min_len is not None and not 1 <= args.min_len <= args.max_len_b:
         parser.error("--min-len must be between 1 and --max-len-b")
+    if args.block_ngram_repeat < 0:
+        parser.error("--block-ngram-repeat must be >= 0")
+    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if any(p != "onmt" for p in args.peers):
+        parser.error(f"--peers: unknown peer in {','.join(args.peers)!r} (known: onmt)")
+    try:
+        args.peak_sizes = [int(n) for n in args.peak_sizes.split(",")]
+    except ValueError:
+        parser.error(f"--peak-sizes must be integers, got {args.peak_sizes!r}")
+    args.modes = decode_modes(args)
+    return args
+
+
+def measure_machine(args) -> dict:
+    peak, _, _ = matmul_peak(args.peak_sizes, device=args.device)
+    return {"description": describe_machine(), "caches": cache_sizes().describe(), "peak_before": peak,
+            "peak_sizes": args.peak_sizes}
+
+
+def main(argv=None):
+    args = parse_args(argv)
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
     args.device = resolve_device(args.device)
+    machine = measure_machine(args)
 
     bin_dir = args.data_bin or args.work / "lcsts_char" / "bin"
     if args.data_bin is None:
@@ -250,23 +548,51 @@ def main(argv=None):
     split = args.decode_subset or ("test" if (bin_dir / "test.src-tgt.src.bin").exists() else "valid")
     subset_dir = args.work / "decode_subset"
     sentences = make_decode_subset(bin_dir, split, args.decode_sentences, subset_dir)
+    notes = []
+    if args.block_ngram_repeat and not project_blocking_available(bin_dir):
+        notes.append("blocked runs: none, --task summarization has no --block-ngram-repeat in this checkout")
+        args.block_ngram_repeat = 0
 
-    names = list(MODELS) if args.all_models else list(TARGETS)
+    onmt_rows = None
+    if "onmt" in args.peers:
+        try:
+            onmt_rows = OnmtRows(args, args.work, sentences)
+        except onmt.PeerUnavailable as error:
+            notes.append(f"OpenNMT-py rows skipped: {error}")
+            print(f"throughput: OpenNMT-py rows skipped: {error}", file=sys.stderr)
+    names = [n for n in ROW_ORDER if (n.startswith("onmt") and onmt_rows) or n in TARGETS
+             or (n == "pgn_lstm_a512" and args.all_models)]
     runs = {name: [] for name in names}
-    for repeat in range(args.repeats):  # the models take turns, so a drifting machine affects them alike
+    for _ in range(args.repeats):  # the models take turns, so a drifting machine affects them alike
         for name in names:
             save_dir = args.work / "models" / name
-            runs[name].append({**train(name, args, bin_dir, save_dir), **decode(name, args, subset_dir, save_dir)})
+            if name.startswith("onmt"):
+                figures = onmt_rows.train(name, save_dir)
+                decode = partial(onmt_rows.decode, name, save_dir)
+            else:
+                figures = train_fairseq(name, args, bin_dir, save_dir)
+                decode = partial(decode_fairseq, name, args, subset_dir, save_dir)
+            for mode in args.modes:
+                for block in ([0, args.block_ngram_repeat] if args.block_ngram_repeat else [0]):
+                    for field, value in decode(mode, block).items():
+                        figures[decode_key(mode, bool(block), field)] = value
+            runs[name].append(figures)
     results = {name: median_run(name_runs) for name, name_runs in runs.items()}
+    machine["peak_after"], _, _ = matmul_peak(args.peak_sizes, device=args.device)
+    machine["peak_gflops"] = max(machine["peak_before"], machine["peak_after"])
+    flops = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
+    pairs = dataset_lengths(bin_dir)
+    add_utilisation(results, {name: flops_per_target_token(flops[name], pairs) for name in results},
+                    machine["peak_gflops"])
     print()
-    print(report(results, args, bin_dir, split, sentences))
+    print(report(results, args, bin_dir, split, sentences, machine, notes))
     if args.json:
-        args.json.write_text(json.dumps({"device": args.device, "updates": args.updates,
-                                         "max_tokens": args.max_tokens, "decode_split": split,
-                                         "decode_sentences": sentences, "beam": args.beam,
-                                         "max_len_b": args.max_len_b, "min_len": args.min_len,
-                                         "batch_size": args.batch_size, "repeats": args.repeats,
-                                         "models": results}, indent=2) + "\n")
+        args.json.write_text(json.dumps({
+            "device": args.device, "machine": machine, "updates": args.updates, "max_tokens": args.max_tokens,
+            "decode_split": split, "decode_sentences": sentences, "beam": args.beam, "max_len_b": args.max_len_b,
+            "modes": args.modes, "block_ngram_repeat": args.block_ngram_repeat, "batch_size": args.batch_size,
+            "repeats": args.repeats, "onmt_hidden": args.onmt_hidden, "notes": notes, "models": results,
+        }, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Peer toolkits that throughput.py measures side by side with the project (``--peers``)."""
