@@ -120,7 +120,7 @@ def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, 
     row = {"system": label, "decode": decode_label, "decode_options": decode_extra,
            "rouge": official_rouge(exp, data / "ref" / "test.tgt", hyps, lang, name)}
     row.update(repetition(summaries, lang))
-    row.update(decode_facts(Path(f"{hyps}.fairseq.log")))
+    row.update(decode_facts(exp.logs / f"generate_{name}.log"))
     return row
 
 

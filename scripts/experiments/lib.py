@@ -22,7 +22,7 @@ LCSTS = SHARED / "lcsts_part2"
 CNNDM = SHARED / "cnndm_see2017" / "part_a.jsonl.gz"
 ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
-WPS = re.compile(r"\| train_inner \|.*?\| wps ([\d.]+) \|")
+WPS = re.compile(r"\| train_inner \|.*?\bwps=([\d.]+)")
 VALID_LOSS = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+)")
 UPDATES = re.compile(r"num_updates[ =](\d+)")
 
@@ -128,9 +128,10 @@ def train_facts(log_file: Path) -> Dict:
             "best_valid_loss": min(losses) if losses else None}
 
 
-def decode_facts(fairseq_log: Path) -> Dict:
-    """Sentences/s of fairseq-generate (its own timing of the generation, without start-up)."""
-    match = TRANSLATED.search(fairseq_log.read_text(encoding="utf-8", errors="replace"))
+def decode_facts(generate_log: Path) -> Dict:
+    """Sentences/s of fairseq-generate (its own timing of the generation, without start-up), from the log of
+    generate.sh."""
+    match = TRANSLATED.search(generate_log.read_text(encoding="utf-8", errors="replace"))
     return {"sentences_per_s": float(match.group(4)) if match else None}
 
 
