@@ -25,12 +25,12 @@ def test_coverage_loss_hand_computed():
 
 
 def test_focal_loss_values():
-    p = torch.tensor([0.9, 0.5, 0.0])
-    focal, nll = focal_loss(p, alpha=0.25, gamma=1.0)
+    log_p = torch.log(torch.tensor([0.9, 0.5, 1e-12]))  # the models floor an exact 0 at 1e-12
+    focal, nll = focal_loss(log_p, alpha=0.25, gamma=1.0)
     expected = torch.tensor([0.25 * 0.1 * -math.log(0.9), 0.25 * 0.5 * -math.log(0.5), 0.25 * 1.0 * -math.log(1e-12)])
     torch.testing.assert_close(focal, expected)
     assert torch.isfinite(nll).all()
-    focal1, nll1 = focal_loss(p, alpha=1.0, gamma=0.0)
+    focal1, nll1 = focal_loss(log_p, alpha=1.0, gamma=0.0)
     torch.testing.assert_close(focal1, nll1)
 
 
@@ -107,3 +107,19 @@ def test_non_finite_loss_is_reported_with_the_batch(model):
     with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan at update 4 on a batch of 2 samples "
                                                  r"\(dataset ids 0, 1\).*still those after update 3"):
         criterion(model.train(), sample)
+
+
+def test_a_target_of_probability_1e_20_still_gets_a_gradient(model):
+    """The loss takes log P from the model's log-space eq 9: no floor cuts the gradient of an unlikely word."""
+    sample = make_sample(Task.target_dictionary)
+    word = Task.target_dictionary.index("g")  # in no source of the sample: only P_vocab can produce it
+    sample["target"][0, 0] = word
+    with torch.no_grad():
+        model.decoder.output_projection.bias[word] = -60.0  # P_vocab(g) around e^-60 = 1e-26
+    criterion = FocalCopyCoverageCriterion(Task(), 1.0, 0.0, 0.0, "token", False)
+    loss, _, _ = criterion(model, sample)
+    log_p = model.get_target_log_probs(model(**sample["net_input"]), sample["target"])[0, 0]
+    assert -70 < float(log_p) < -40  # far below the old floor log(1e-12) = -27.6, and finite
+    loss.backward()
+    grad = model.decoder.output_projection.bias.grad[word]
+    assert torch.isfinite(grad) and float(grad) < -0.5  # raising the bias lowers the loss

@@ -309,6 +309,60 @@ def test_beam_search_never_emits_a_marker(dictionary):
             assert math.isfinite(hypo["score"].item())
 
 
+# ---------------------------------------------------------------------------------------------- --copy
+COPY = {"copy": True}
+
+
+@pytest.mark.parametrize("options", [COPY, dict(COPY, no_selective_gate=True, no_global_encoding=True)])
+def test_copy_distribution_over_the_extended_vocabulary(dictionary, options):
+    """--copy: eq 17 as P_vocab in See et al.'s mixture; sums to 1 over the extended vocabulary, a marker in the
+    source gets (only) copy mass, one in no source none, </s> no copy mass, and the copy side is the attention
+    over the (gated) encoder states."""
+    torch.manual_seed(10)
+    model = tiny_gru(dictionary, **options).eval()
+    assert {"decoder.switch.proj.weight", "decoder.switch.proj.bias"} <= set(dict(model.named_parameters()))
+    src, lengths, prev = batch(dictionary)
+    logits, extra = model(src, lengths, prev)
+    probs = model.get_normalized_probs((logits, extra), log_probs=False)
+    assert probs.shape == (2, 4, len(dictionary))
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4))
+    m0, m1 = dictionary.index(marker(0)), dictionary.index(marker(1))
+    p_gen, attn, src_right = extra["p_gen"][..., 0], extra["attn"][0], extra["src_tokens"]
+    assert ((p_gen > 0) & (p_gen < 1)).all() and (probs[..., m1] == 0).all()
+    copyable = attn.sum(-1) - attn.masked_fill(src_right.ne(dictionary.eos()).unsqueeze(1), 0.0).sum(-1)  # B x T
+    expected = (1 - p_gen) * (attn * src_right.eq(m0).unsqueeze(1)).sum(-1) / copyable  # only copying makes m0
+    torch.testing.assert_close(probs[..., m0], expected)
+    assert (probs[..., m0] > 0).all()
+    eos_generated = p_gen * torch.softmax(logits, -1)[..., dictionary.eos()]
+    torch.testing.assert_close(probs[..., dictionary.eos()], eos_generated)
+    target = torch.cat([prev[:, 1:], torch.full((2, 1), dictionary.eos())], dim=1)  # holds <oov-0>, now copyable
+    torch.testing.assert_close(model.get_target_probs((logits, extra), target),
+                               probs.gather(2, target.unsqueeze(2))[..., 0])
+    assert torch.equal(model.get_targets({"target": target}, (logits, extra)), target)  # markers stay markers
+
+
+def test_copy_incremental_decoding_equals_full_forward_with_reordering(dictionary):
+    test_incremental_decoding_equals_full_forward_with_reordering(dictionary, COPY)
+
+
+def test_copy_beam_search_copies_a_source_marker(dictionary):
+    """With p_gen forced to 0 and uniform attention, only copying produces words: the source's most frequent
+    token, a marker, comes out."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.manual_seed(11)
+    model = tiny_gru(dictionary, copy=True).eval()
+    with torch.no_grad():
+        model.decoder.switch.proj.weight.zero_()
+        model.decoder.switch.proj.bias.fill_(-200.0)
+        model.decoder.attention.v.weight.zero_()
+    m0 = dictionary.index(marker(0))
+    src = torch.tensor([[m0, 4, m0, m0, dictionary.eos()]])
+    generator = SequenceGenerator([model], dictionary, beam_size=2, max_len_b=3, min_len=3)
+    hypo = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([5])}})[0][0]
+    assert hypo["tokens"][:3].tolist() == [m0, m0, m0]
+
+
 # ---------------------------------------------------------------------------------------------- end to end
 def run(cmd, **kwargs):
     # One thread: a tiny model gains nothing from two, and loses a lot when other jobs share the cores.
@@ -355,6 +409,21 @@ def test_few_updates_on_chinese_csl_with_sentencepiece(csl_sp):
     assert summaries[-1] == "" and len(summaries) - 1 == 20  # one line per test document
     assert any(line.strip() for line in summaries)
     assert not any(token in "".join(summaries) for token in ("<oov-", "</s>", "\u2581"))
+
+
+def test_copy_trains_through_plain_fairseq_train(csl_sp):
+    """A few updates of global_gate_gru_small --copy through plain fairseq-train: the copy switch is used (p_gen
+    logged below 1) and the validation loss is finite."""
+    work, data = csl_sp
+    train = run(["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
+                 "--arch", "global_gate_gru_small", "--copy", "--encoder-embed-dim", "32", "--encoder-hidden-size",
+                 "24", "--decoder-hidden-size", "32", "--criterion", "focal_copy_coverage", "--optimizer", "adam",
+                 "--lr", "0.002", "--batch-size", "16", "--max-update", "3", "--save-dir", work / "copy",
+                 "--no-save", "--log-format", "simple", "--seed", "1"])
+    log = train.stdout + train.stderr
+    assert "copy=True" in log and re.search(r"num_updates[ =]3\b", log), log[-2000:]
+    valid = re.findall(r"valid on 'valid' subset \| loss ([\d.]+) .*\| p_gen ([\d.]+) ", log)
+    assert valid and math.isfinite(float(valid[-1][0])) and 0 < float(valid[-1][1]) < 1, log[-2000:]
 
 
 @pytest.mark.parametrize("config, embed_dim", [("song2020_lcsts", 512), ("song2020_lcsts_cpu", 128)])

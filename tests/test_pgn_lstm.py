@@ -49,7 +49,8 @@ def test_markers_only_reachable_by_copying(dictionary):
 
 
 def test_copy_mass_follows_the_formula(dictionary):
-    """Eq 9 by hand: P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i."""
+    """Eq 9 by hand: P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i, the copy side over the source
+    without its </s> (the attention renormalised over the other positions)."""
     torch.manual_seed(1)
     model = tiny_model(dictionary).eval()
     src, lengths, prev = batch(dictionary)
@@ -58,8 +59,9 @@ def test_copy_mass_follows_the_formula(dictionary):
     p_gen, attn, src_right = extra["p_gen"], extra["attn"][0], extra["src_tokens"]
     p_vocab = torch.softmax(logits, -1)
     word = 4  # "a", in the first source at position 0 only
-    expected = p_gen[0, :, 0] * p_vocab[0, :, word] + (1 - p_gen[0, :, 0]) * attn[0, :, 0]
-    assert src_right[0, 0] == word
+    copyable = attn[0].sum(-1) - attn[0, :, 4]  # T: all but </s> (position 4)
+    expected = p_gen[0, :, 0] * p_vocab[0, :, word] + (1 - p_gen[0, :, 0]) * attn[0, :, 0] / copyable
+    assert src_right[0, 0] == word and src_right[0, 4] == dictionary.eos()
     torch.testing.assert_close(probs[0, :, word], expected)
 
 
@@ -214,3 +216,28 @@ def test_pretrained_embeddings_are_loaded_and_frozen(dictionary, tmp_path):
     assert not weight.requires_grad and model.decoder.embed_tokens is model.encoder.embed_tokens
     with pytest.raises(ValueError, match=r"vectors.txt.*8.*16|16.*8"):
         tiny_model(dictionary, encoder_embed_dim=16, decoder_embed_dim=16, encoder_embed_path=str(glove))
+
+
+@pytest.mark.parametrize("options", [{"no_copy": True}, {}])
+def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, options):
+    """fairseq's own cross_entropy reads get_targets: without copying a marker target becomes <unk> (the only
+    way the model can produce it) and the loss is finite; with copying markers stay markers."""
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    class Task:
+        target_dictionary = dictionary
+
+    torch.manual_seed(8)
+    model = tiny_model(dictionary, **options).eval()
+    src, lengths, prev = batch(dictionary)
+    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(2)), 8, 9, 2]])
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": target, "ntokens": 8}
+    net_output = model(**sample["net_input"])
+    scored = model.get_targets(sample, net_output)
+    unk = target.masked_fill(target >= model.decoder.num_regular, dictionary.unk())
+    assert torch.equal(scored, unk if options else target)
+    loss, _, _ = CrossEntropyCriterion(Task(), sentence_avg=False)(model, sample)
+    log_probs = model.get_normalized_probs(net_output, log_probs=True)
+    torch.testing.assert_close(loss, -log_probs.gather(2, scored.unsqueeze(2)).sum())
+    assert math.isfinite(loss.item())

@@ -3,7 +3,6 @@ step_state.py): initialisation, embeddings, the final distribution with one or s
 decoder state between steps, the decoder states exposed to criterions, and the checkpoint parameter names."""
 import argparse
 import ast
-from pathlib import Path
 
 import pytest
 import torch
@@ -79,6 +78,16 @@ decoder.init_state.bias decoder.cell.weight_ih decoder.cell.weight_hh decoder.ce
 decoder.attention.key_proj.weight decoder.attention.key_proj.bias decoder.attention.query_proj.weight
 decoder.attention.v.weight decoder.readout.weight decoder.readout.bias decoder.output_projection.weight
 decoder.output_projection.bias""".split()
+PAULUS_KEYS = """encoder.embed_tokens.weight encoder.lstm.weight_ih_l0 encoder.lstm.weight_hh_l0 encoder.lstm.bias_ih_l0
+encoder.lstm.bias_hh_l0 encoder.lstm.weight_ih_l0_reverse encoder.lstm.weight_hh_l0_reverse
+encoder.lstm.bias_ih_l0_reverse encoder.lstm.bias_hh_l0_reverse decoder.embed_tokens.weight
+decoder.reduce_hidden.weight decoder.reduce_hidden.bias decoder.reduce_cell.weight decoder.reduce_cell.bias
+decoder.lstm.weight_ih_l0 decoder.lstm.weight_hh_l0 decoder.lstm.bias_ih_l0 decoder.lstm.bias_hh_l0
+decoder.attention.weight decoder.intra_attention.weight decoder.output_projection.proj decoder.output_projection.bias
+""".split() + SWITCH_KEYS  # pgn_lstm_paulus2017's options (written when they were added)
+PAULUS = dict(decoder_readout="paulus", intra_temporal_attention=True, intra_decoder_attention=True,
+              shared_output_projection=True, no_coverage=True)
+GRU_COPY_KEYS = "decoder.switch.proj.weight decoder.switch.proj.bias".split()
 GLOBAL_KEYS = """encoder.global_encoding.u_s encoder.global_encoding.proj.weight encoder.global_encoding.proj.bias
 decoder.global_key_proj.weight decoder.readout_global.weight""".split()
 
@@ -87,7 +96,11 @@ decoder.global_key_proj.weight decoder.readout_global.weight""".split()
     (tiny_model, {}, PGN_KEYS + SEE_KEYS + SWITCH_KEYS),
     (tiny_model, {"no_copy": True}, PGN_KEYS + SEE_KEYS),
     (tiny_model, {"decoder_readout": "luong", "embed_norm": True}, PGN_KEYS + LUONG_KEYS + SWITCH_KEYS),
+    (tiny_model, {"no_coverage_attention": True}, sorted(set(PGN_KEYS) - {"decoder.attention.coverage_weight"})
+     + SEE_KEYS + SWITCH_KEYS),
+    (tiny_model, PAULUS, PAULUS_KEYS),
     (tiny_gru, {}, GRU_KEYS + GLOBAL_KEYS),
+    (tiny_gru, {"copy": True}, GRU_KEYS + GLOBAL_KEYS + GRU_COPY_KEYS),
     (tiny_gru, {"no_global_encoding": True}, GRU_KEYS),
 ])
 def test_checkpoint_parameter_names_are_unchanged(dictionary, build, options, expected):
@@ -159,10 +172,10 @@ def test_several_copy_sources_mix_into_one_distribution():
                                probs.gather(2, words.unsqueeze(2)).squeeze(2))
 
     one = merge_copy_sources(torch.ones(1, 2, 1), p_gen[..., :1], attn[:, :, :1], src_tokens[:, :1])
-    single = (attn[:, :, 0], p_gen[..., :1], src_tokens[:, 0])  # B x T x S, B x T x 1, B x S
-    assert torch.equal(mixture.mix(logits, *one), mixture.full(logits, *single))
-    torch.testing.assert_close(mixture.mix_at(logits, *one, words),
-                               mixture.at(logits, *single, words))
+    logit = torch.log(p_gen[..., :1]) - torch.log1p(-p_gen[..., :1])  # B x T x 1: p_gen = sigmoid(logit)
+    single = (attn[:, :, 0], logit, src_tokens[:, 0])  # B x T x S, B x T x 1, B x S
+    torch.testing.assert_close(mixture.mix(logits, *one), mixture.log_full(logits, *single).exp())
+    torch.testing.assert_close(mixture.mix_at(logits, *one, words), mixture.log_at(logits, *single, words).exp())
 
 
 def test_extended_output_reads_copy_weights_when_given(dictionary):
@@ -177,7 +190,7 @@ def test_extended_output_reads_copy_weights_when_given(dictionary):
     )
     extra = {"p_gen": generate, "copy_weights": copy, "src_tokens": tokens, "attn": [None]}
     expected = output.mixture.mix(logits, generate, copy, tokens)
-    assert torch.equal(output.probs((logits, extra), log_probs=False), expected)
+    torch.testing.assert_close(output.probs((logits, extra), log_probs=False), expected)
     target = torch.tensor([[7, 8]])
     expected_at_target = expected.gather(2, target.unsqueeze(2))[..., 0]  # B x T
     torch.testing.assert_close(output.target_probs((logits, extra), target), expected_at_target)

@@ -62,11 +62,23 @@ class FocalCopyCoverageConfig(FairseqDataclass):
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
-def focal_loss(prob, alpha: float, gamma: float):
-    """-alpha (1 - p)^gamma log p, elementwise (Shi et al. eq 15).  Returns (focal, nll)."""
-    nll = -torch.log(prob.clamp(min=PROB_EPS))
-    weight = (1.0 - prob).clamp(min=0.0).pow(gamma) if gamma != 0 else torch.ones_like(prob)
+def focal_loss(log_prob, alpha: float, gamma: float):
+    """-alpha (1 - p)^gamma log p, elementwise, from log p (Shi et al. eq 15).  Returns (focal, nll)."""
+    nll = -log_prob
+    weight = (1.0 - log_prob.exp()).clamp(min=0.0).pow(gamma) if gamma != 0 else torch.ones_like(nll)
     return alpha * weight * nll, nll
+
+
+def target_log_probs(model, net_output, target):
+    """log P(target) per position, B x T, with gradient: the model's exact ``get_target_log_probs`` (the
+    project's models compute eq 9 in log space, so a word of probability 1e-20 still gets a gradient), else
+    the log of ``get_target_probs`` floored at PROB_EPS, else fairseq's ``get_normalized_probs``."""
+    if hasattr(model, "get_target_log_probs"):
+        return model.get_target_log_probs(net_output, target).float()
+    if hasattr(model, "get_target_probs"):
+        return torch.log(model.get_target_probs(net_output, target).float().clamp(min=PROB_EPS))
+    log_probs = model.get_normalized_probs(net_output, log_probs=True)  # B x T x V
+    return log_probs.gather(2, target.unsqueeze(2)).squeeze(2).float()
 
 
 def coverage_loss(attn, coverage):
@@ -215,8 +227,7 @@ class FocalCopyCoverageCriterion(NonFinitePolicy, FairseqCriterion):
 
     def token_terms(self, model, net_output, target):
         """Per-token focal loss, NLL, coverage loss and p_gen (zeros where the model has none)."""
-        prob = model.get_target_probs(net_output, target)  # B x T
-        focal, nll = focal_loss(prob, self.alpha, self.gamma)
+        focal, nll = focal_loss(target_log_probs(model, net_output, target), self.alpha, self.gamma)  # B x T
         extra = net_output[1]
         coverage = extra.get("coverage")
         cov = coverage_loss(extra["attn"][0], coverage) if coverage is not None else torch.zeros_like(nll)

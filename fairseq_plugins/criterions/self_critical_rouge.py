@@ -85,6 +85,7 @@ from fairseq_plugins.criterions.focal_copy_coverage import (
     FocalCopyCoverageConfig,
     FocalCopyCoverageCriterion,
     NonFinitePolicy,
+    target_log_probs,
 )
 from fairseq_plugins.generation.sampling import FreeRun, sample_and_greedy, teacher_forcing_input
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
@@ -93,7 +94,6 @@ from fairseq_plugins.text.markers import marker_index
 logger = logging.getLogger(__name__)
 
 RL_NORMALIZATION = ChoiceEnum(["sequence", "token"])
-LOG_EPS = 1e-12  # floor of p(y^s_t) before the log (a sampled token has p > 0; this guards underflow only)
 
 
 @dataclass
@@ -159,15 +159,6 @@ def dropout_off(model, off: bool):
     finally:
         if off and was_training:
             model.train()
-
-
-def target_log_probs(model, net_output, tokens: Tensor) -> Tensor:
-    """log p(tokens) per position, B x T, with gradient: the model's ``get_target_probs`` when it has one (the
-    project's models: no B x T x V distribution is built), else fairseq's ``get_normalized_probs``."""
-    if hasattr(model, "get_target_probs"):
-        return torch.log(model.get_target_probs(net_output, tokens).float().clamp(min=LOG_EPS))
-    log_probs = model.get_normalized_probs(net_output, log_probs=True)  # B x T x V
-    return log_probs.gather(2, tokens.unsqueeze(2)).squeeze(2).float()
 
 
 def sentence_rewards(tokens: Tensor, lengths: Tensor, prefix: Tensor, is_end: Tensor) -> Tuple[Tensor, Tensor]:

@@ -11,10 +11,45 @@ Decoder, at each step t (equation numbers are the paper's):
     P(w)   = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t   (eq 9)
     c^{t+1} = c^t + a^t                                       (eq 10)
 ``--no-copy`` gives P(w) = P_vocab(w) (eq 5) and ``--no-coverage`` drops the coverage term, so the plain
-attentional baseline of the paper is the same code with two flags.
+attentional baseline of the paper is the same code with two flags.  ``--no-coverage-attention`` keeps c^t
+(accumulated as eq 10 and exposed for the coverage loss) but leaves the w_c c_i^t term out of the attention,
+eq 1 instead of eq 11: Shi et al. (2018) attend without coverage (their eq 4) while their loss has the coverage
+term (eqs 12-13); ``pgn_lstm_shi2018`` does so, ``--coverage-attention`` puts the term back.
 
-Only the recurrent part (LSTM cell, attention, context) runs inside the per-step loop; the projections that do
-not feed back (P_vocab, p_gen) run once over all steps afterwards.
+The ``</s>`` that fairseq appends to every source is attended to but never copied (modules/copy_mixture.py):
+See et al.'s sources have no stop token to copy.
+
+Shi et al.'s normalization of the embeddings (``--embed-norm``, their eq 14) cites Ioffe & Szegedy's batch
+normalization; it is layer normalization here, see modules/factories.py ``EmbeddingNorm`` for why.
+
+Coverage as a second training phase (See et al. section 5: coverage added to a model trained without it): a
+checkpoint trained with ``--no-coverage`` loads into a model with coverage, the coverage weight w_c (and only it)
+keeping its fresh initialisation (zero: the attention starts as it was); ``configs/see2017_coverage_phase2.conf``.
+
+Paulus, Xiong & Socher (2017), "A Deep Reinforced Model for Abstractive Summarization", as options (all on in
+``pgn_lstm_paulus2017``), with h^e_i the encoder states and h^d_t the decoder states s_t:
+    e_ti = h^d_t^T W^e_attn h^e_i, temporally normalised            (eqs 1-5; --intra-temporal-attention,
+                                                                      modules/temporal_attention.py)
+    c^d_t = sum_{t'<t} softmax_t'(h^d_t^T W^d_attn h^d_t') h^d_t'   (eqs 6-8; --intra-decoder-attention,
+                                                                      modules/intra_decoder_attention.py)
+    p(y_t | u_t = 0) = softmax(W_out [h^d_t; c^e_t; c^d_t] + b_out)  (eq 9; --decoder-readout paulus,
+                                                                      modules/readouts.py)
+    p(y_t = x_i | u_t = 1) = a^e_ti                                   (eq 10: the temporal attention is copied)
+    p(u_t = 1) = sigmoid(W_u [h^d_t; c^e_t; c^d_t] + b_u)             (eq 11: COPY; p_gen = 1 - p(u_t = 1))
+    P(y_t) = eq 12, the copy mixture above (eq 9 of See et al.)
+    W_out = tanh(W_emb W_proj)                                        (eq 13; --shared-output-projection,
+                                                                      modules/shared_projection.py)
+The decoder reads only the previous word's embedding (the Paulus readout feeds nothing back), so the decoder LSTM
+runs over all steps in one call and both Paulus attentions over all steps at once in training; incremental
+decoding runs one step of each (the same numbers).  The options combine with the others: the temporal attention
+with the See or Luong readout (then inside the per-step loop) and with the coverage loss (--no-coverage-attention:
+its coverage is the sum of the temporal attentions), the intra-decoder context with every readout (it follows the
+encoder context), the shared projection with every readout; the temporal attention with the coverage attention,
+and the shared projection with --share-decoder-input-output-embed, stop at start-up.  ``--own-prediction-prob
+0.25`` feeds the model's own previous prediction in ML training as the paper does (section 6.1), step by step.
+
+With input feeding, only the recurrent part (LSTM cell, attention, context) runs inside the per-step loop; the
+projections that do not feed back (P_vocab, p_gen) run once over all steps afterwards.
 
 The decoder's first output is the P_vocab *logits* over the regular vocabulary; ``get_normalized_probs`` turns
 them, with the attention and p_gen kept in the second output, into eq 9 over the extended vocabulary (regular
@@ -32,7 +67,6 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
@@ -44,59 +78,18 @@ from fairseq_plugins.modules.factories import (
     build_embeddings,
     flush_denormals,
 )
+from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
+from fairseq_plugins.modules.readouts import build_readout
+from fairseq_plugins.modules.shared_projection import SharedOutputProjection
 from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
+from fairseq_plugins.modules.temporal_attention import KEYS as TEMPORAL_KEYS
+from fairseq_plugins.modules.temporal_attention import IntraTemporalAttention
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_POSITIONS = int(1e5)
 MAX_LENGTH_GROUPS = 16  # the encoder runs one plain LSTM call per distinct source length up to this many
-
-
-class SeeReadout(nn.Module):
-    """See et al.'s readout: the context h*_t is fed back as the next input;
-    P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')  (eq 4);  p_gen from [h*_t; s_t; x_t]  (eq 8)."""
-
-    def __init__(self, hidden_size: int, context_size: int, embed_dim: int, out_dim: int, copy: bool):
-        super().__init__()
-        self.feed_size = context_size
-        self.out_dim = out_dim
-        self.pre_output = Linear(hidden_size + context_size, out_dim)  # V, b
-        self.switch = GenerationSwitch([context_size, hidden_size, embed_dim]) if copy else None
-
-    def feed(self, state: Tensor, context: Tensor) -> Tensor:
-        """What the next step's input sees: h*_t.  B x C."""
-        return context
-
-    def features(self, states, contexts, feeds, inputs) -> Tensor:
-        """Input of V' (eq 4).  B x T x out_dim."""
-        return self.pre_output(torch.cat([states, contexts], dim=2))
-
-    def p_gen(self, states, contexts, feeds, inputs) -> Tensor:
-        return self.switch(contexts, states, inputs)  # B x T x 1   (eq 8)
-
-
-class LuongReadout(nn.Module):
-    """Shi et al. (2018)'s readout, Luong et al.'s attentional hidden state:
-    h~_t = tanh(W_c [c_t; h_t])  (eq 3), fed back as the next input;  P_vocab = softmax(W_vocab h~_t + b)  (eq 7);
-    copy switch sigmoid(W_h^T h~_t + b)  (eq 9).  The switch's output weighs P_vocab in eq 10, as p_gen does in
-    See et al.'s eq 9 (calling it p_copy and weighing the copy side instead is the same model with -W_h, -b)."""
-
-    def __init__(self, hidden_size: int, context_size: int, copy: bool):
-        super().__init__()
-        self.feed_size = hidden_size
-        self.out_dim = hidden_size
-        self.attentional = Linear(context_size + hidden_size, hidden_size)  # W_c
-        self.switch = GenerationSwitch([hidden_size]) if copy else None
-
-    def feed(self, state: Tensor, context: Tensor) -> Tensor:
-        return torch.tanh(self.attentional(torch.cat([context, state], dim=1)))  # B x H   h~_t (eq 3)
-
-    def features(self, states, contexts, feeds, inputs) -> Tensor:
-        return feeds  # h~_t, the input of W_vocab (eq 7)
-
-    def p_gen(self, states, contexts, feeds, inputs) -> Tensor:
-        return self.switch(feeds)  # B x T x 1   (eq 9)
 
 
 class PGNEncoder(FairseqEncoder):
@@ -171,32 +164,51 @@ class PGNEncoder(FairseqEncoder):
 
 
 class PGNDecoder(StepStateDecoder):
-    """LSTM decoder with coverage attention and a copy switch.
+    """LSTM decoder with an attention over the source (See et al.'s additive one, with or without coverage, or
+    Paulus et al.'s intra-temporal one), optionally Paulus et al.'s intra-decoder attention, and a copy switch.
 
     Returns the P_vocab logits B x T x V_reg and ``extra``: attn [B x T x S] (a^t), src_tokens B x S (right-padded),
     decoder_states B x T x H (s_t of the top LSTM layer), coverage B x T x S (c^t before step t; with coverage)
-    and p_gen B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (eq 9 or eq 5).
+    and p_gen, p_gen_logit B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (eq 9 or eq 5).
+
+    Two ways to run the steps, with the same results:
+      * a loop over the steps with LSTM cells, when the readout feeds something back (See, Luong): the next
+        input depends on this step's attention;
+      * without input feeding (the Paulus readout), one ``nn.LSTM`` call over all steps, then the attentions:
+        in training the intra-temporal and intra-decoder attentions over all steps at once (their ``forward``),
+        the additive one step by step over the known states; in incremental decoding one step of each.
 
     Args:
         dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
         embed_tokens: target embeddings (may be shared with the encoder).
         encoder_output_units: size of an encoder state (2 x encoder hidden size).
-        hidden_size: decoder LSTM size; num_layers: stacked LSTM cells (attention reads the top one).
+        hidden_size: decoder LSTM size; num_layers: stacked LSTM layers (attention reads the top one).
         out_embed_dim: size of V's output in eq 4 (See readout).
-        attention_dim: size inside the attention's tanh.
-        readout: "see" (See et al. eqs 4, 8) or "luong" (Shi et al. eqs 3, 7, 9).
+        attention_dim: size inside the additive attention's tanh.
+        readout: "see" (See et al. eqs 4, 8), "luong" (Shi et al. eqs 3, 7, 9) or "paulus" (Paulus et al.
+            eqs 9, 11): modules/readouts.py.
         embed_norm: normalize the embeddings before the LSTM (Shi et al. eq 14).
         copy: produce eq 9 (pointer-generator) instead of eq 5.
-        coverage: use eq 11 attention and expose the coverage for the coverage loss.
+        coverage: accumulate the coverage c^t (eq 10) and expose it for the coverage loss.
+        coverage_attention: with coverage, attend with it (eq 11); without, eq 1.
+        intra_temporal: Paulus et al.'s intra-temporal attention (eqs 1-5) instead of the additive one.
+        intra_decoder: Paulus et al.'s intra-decoder attention (eqs 6-8); its context c^d_t follows the encoder
+            context wherever the readout reads one.
         share_input_output_embed: V' of eq 4 is the (regular part of the) embedding matrix.
+        shared_output_projection: the output matrix is tanh(W_emb W_proj) (Paulus et al. eq 13).
+        own_prediction_prob: in training, the probability of reading the model's own previous prediction instead
+            of the reference word (Paulus et al. section 6.1; 0 = teacher forcing).
         num_regular: size of the regular vocabulary (index of the first OOV marker).
     """
 
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
                  out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
-                 share_input_output_embed=False, num_regular=None, readout="see", embed_norm=False,
-                 max_positions=DEFAULT_MAX_POSITIONS):
+                 coverage_attention=True, share_input_output_embed=False, num_regular=None, readout="see",
+                 embed_norm=False, intra_temporal=False, intra_decoder=False, shared_output_projection=False,
+                 own_prediction_prob=0.0, max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
+        check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
+                      shared_output_projection)
         embed_dim = embed_tokens.embedding_dim
         self.num_regular = num_regular or len(dictionary)
         self.embed_tokens = embed_tokens
@@ -205,96 +217,194 @@ class PGNDecoder(StepStateDecoder):
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
         self.hidden_size = hidden_size
+        self.num_layers = num_layers
         self.copy = copy
         self.coverage = coverage
+        self.coverage_attention = coverage and coverage_attention
+        if not 0.0 <= own_prediction_prob <= 1.0:
+            raise ValueError(f"--own-prediction-prob must be in [0, 1], not {own_prediction_prob}")
+        self.own_prediction_prob = own_prediction_prob
         self.max_target_positions = max_positions
 
         # Initial state from the encoder's final states (the reference code's "reduce states").
         self.reduce_hidden = Linear(encoder_output_units, hidden_size)
         self.reduce_cell = Linear(encoder_output_units, hidden_size)
-        if readout == "see":
-            self.readout = SeeReadout(hidden_size, encoder_output_units, embed_dim, out_embed_dim, copy)
-        elif readout == "luong":
-            self.readout = LuongReadout(hidden_size, encoder_output_units, copy)
+        context_size = encoder_output_units + (hidden_size if intra_decoder else 0)  # [c^e_t; c^d_t]
+        self.readout = build_readout(readout, hidden_size, context_size, embed_dim, out_embed_dim, copy)
+        self.feeds_back = self.readout.feed_size > 0
+        if self.feeds_back:
+            # Input feeding: x_t = W_x [y_{t-1}; feed_{t-1}] + b_x, split so the embedding part runs outside the loop.
+            self.input_from_embed = Linear(embed_dim, embed_dim)
+            self.input_from_feed = Linear(self.readout.feed_size, embed_dim, bias=False)
+            self.layers = nn.ModuleList(
+                [LSTMCell(embed_dim if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
+            )
+        else:  # the input is the previous word's embedding alone: one LSTM call over all steps
+            self.lstm = LSTM(embed_dim, hidden_size, num_layers, dropout=dropout_out)
+        if intra_temporal:
+            self.attention = IntraTemporalAttention(encoder_output_units, hidden_size)  # W^e_attn   (eqs 1-5)
         else:
-            raise ValueError(f"unknown --decoder-readout {readout!r} (see, luong)")
-        # Input feeding: x_t = W_x [y_{t-1}; feed_{t-1}] + b_x, split so the embedding part runs outside the loop.
-        self.input_from_embed = Linear(embed_dim, embed_dim)
-        self.input_from_feed = Linear(self.readout.feed_size, embed_dim, bias=False)
-        self.layers = nn.ModuleList(
-            [LSTMCell(embed_dim if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
-        )
-        self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim, coverage=coverage)
+            self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim,
+                                               coverage=self.coverage_attention)
+        self.intra_temporal = intra_temporal
+        self.intra_attention = IntraDecoderAttention(hidden_size) if intra_decoder else None  # W^d_attn (eqs 6-8)
         self.share_input_output_embed = share_input_output_embed
         if share_input_output_embed:
             if self.readout.out_dim != embed_dim:
                 raise ValueError("--share-decoder-input-output-embed needs the readout size (See: "
                                  "--decoder-out-embed-dim, Luong: --decoder-hidden-size) equal to the embedding size")
+        elif shared_output_projection:  # W_out = tanh(W_emb W_proj)   (Paulus et al. eq 13)
+            self.output_projection = SharedOutputProjection(embed_tokens, self.readout.out_dim, self.num_regular)
         else:
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
-        self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy)
+        self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy,
+                                                        eos=dictionary.eos())  # </s> is never copied
 
     # ------------------------------------------------------------------ recurrent part
     state_batch_dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry of the state is batch-first
+    state_source_only = ("keys", TEMPORAL_KEYS)  # projected attention keys (additive or intra-temporal)
 
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         bsz, src_len, enc_dim = encoder_out["outputs"].size()
         hidden = F.relu(self.reduce_hidden(encoder_out["final_hidden"]))  # B x H
         cell = F.relu(self.reduce_cell(encoder_out["final_cell"]))  # B x H
-        num_layers = len(self.layers)
         zeros = encoder_out["outputs"].new_zeros
-        return {
-            "hidden": torch.stack([hidden] * num_layers),  # L x B x H
-            "cell": torch.stack([cell] * num_layers),  # L x B x H
-            "feed": zeros(bsz, self.readout.feed_size),  # B x F   (h*_{t-1} or h~_{t-1})
+        state = {
+            "hidden": torch.stack([hidden] * self.num_layers),  # L x B x H
+            "cell": torch.stack([cell] * self.num_layers),  # L x B x H
+            "feed": zeros(bsz, self.readout.feed_size),  # B x F   (h*_{t-1} or h~_{t-1}; B x 0 without feeding)
             "coverage": zeros(bsz, src_len),  # B x S   (c^t)
-            "keys": self.attention.project_keys(encoder_out["outputs"]),  # B x S x A
             SOURCE_ROW: encoder_out[SOURCE_ROW],  # B   (which source each row's keys come from)
         }
+        keys = self.attention.project_keys(encoder_out["outputs"])  # B x S x A (additive) or x H (temporal)
+        if self.intra_temporal:
+            state.update(self.attention.initial_state(keys, state[SOURCE_ROW]))  # keys, L_0, step counts
+        else:
+            state["keys"] = keys
+        if self.intra_attention is not None:
+            state.update(self.intra_attention.initial_state(hidden, state[SOURCE_ROW]))  # past states: B x 0 x H
+        return state
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
-        """Runs the recurrence.  Returns, each B x T x D: decoder states s_t, contexts h*_t, fed-back vectors,
-        LSTM inputs x_t, attention a^t and coverage c^t (the last two B x T x S)."""
+        """Runs the recurrence.  Returns, each B x T x D: decoder states s_t, contexts (h*_t, or [c^e_t; c^d_t]),
+        fed-back vectors, LSTM inputs x_t, attention a^t and coverage c^t (the last two B x T x S)."""
         state = self.load_state(encoder_out, incremental_state)
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
         values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (None without padding)
-
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
+        if self.feeds_back:
+            steps, state = self.run_steps(embedded, state, values, padding_mask)
+        else:
+            steps, state = self.run_all_steps(embedded, state, values, padding_mask, incremental_state is None)
+        self.save_state(incremental_state, state)
+        return steps  # each B x T x D
+
+    def run_steps(self, embedded, state, values, padding_mask):
+        """The loop over the steps, with input feeding.  Returns the steps (each B x T x D) and the new state."""
         embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
         hidden = list(state["hidden"].unbind(0))  # L x (B x H)
         cell = list(state["cell"].unbind(0))
-        feed, coverage = state["feed"], state["coverage"]
+        feed = state["feed"]
         steps = {key: [] for key in ("states", "contexts", "feeds", "inputs", "attn", "coverage")}
-        for t in range(prev_output_tokens.size(1)):
+        for t in range(embedded.size(1)):
             x = embedded_part[:, t] + self.input_from_feed(feed)  # B x E   (input feeding)
             layer_input = x
             for i, lstm in enumerate(self.layers):
                 hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
                 layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
-            attn, context = self.attention(state["keys"], values, hidden[-1], coverage, padding_mask)
+            coverage = state["coverage"]  # B x S   c^t, *before* step t (eq 10)
+            attn, context, state = self.attend(hidden[-1], values, state, padding_mask)
+            if self.intra_attention is not None:
+                _, decoder_context, state = self.intra_attention.step(hidden[-1], state)  # B x H   c^d_t (eqs 6-8)
+                context = torch.cat([context, decoder_context], dim=1)  # B x C   [c^e_t; c^d_t]
             feed = self.readout.feed(hidden[-1], context)  # B x F
             for key, value in zip(steps, (hidden[-1], context, feed, x, attn, coverage)):
-                steps[key].append(value)  # coverage: c^t, *before* step t (eq 10)
-            if self.coverage:
-                coverage = coverage + attn  # c^{t+1} = c^t + a^t   (eq 10)
+                steps[key].append(value)
+        state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed)
+        return stack_steps(steps), state
 
-        if incremental_state is not None:
-            new_state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed, coverage=coverage)
-            self.save_state(incremental_state, new_state)
-        return stack_steps(steps)  # each B x T x D
+    def run_all_steps(self, embedded, state, values, padding_mask, whole_sequence: bool):
+        """Without input feeding: the LSTM over all steps in one call, then the attentions (``whole_sequence``:
+        in training, the intra-temporal and intra-decoder attentions over all steps at once).  Returns the steps
+        (each B x T x D) and the new state."""
+        inputs = self.dropout_in(embedded)  # B x T x E   (x_t = the previous word's embedding)
+        states, (hidden, cell) = self.lstm(inputs, (state["hidden"], state["cell"]))  # B x T x H; L x B x H each
+        state = dict(state, hidden=hidden, cell=cell)
+        if whole_sequence and self.intra_temporal:
+            coverage = state["coverage"]  # B x S   c^1 (zeros)
+            attn, context, temporal_state = self.attention(states, state[TEMPORAL_KEYS], values, padding_mask)
+            state.update(temporal_state)  # L_T, step counts   (eqs 1-5 for all steps)
+            before = F.pad(attn.cumsum(dim=1)[:, :-1], (0, 0, 1, 0))  # B x T x S   sum_{t' < t} a^t'
+            steps = {"attn": attn, "contexts": context, "coverage": coverage.unsqueeze(1) + before}  # eq 10
+            if self.coverage:
+                state["coverage"] = coverage + attn.sum(dim=1)  # B x S   c^{T+1}
+        else:  # step by step over the known states (additive attention; incremental decoding)
+            steps = {key: [] for key in ("attn", "contexts", "coverage")}
+            for t in range(states.size(1)):
+                steps["coverage"].append(state["coverage"])  # B x S   c^t, before step t (eq 10)
+                attn, context, state = self.attend(states[:, t], values, state, padding_mask)
+                steps["attn"].append(attn)
+                steps["contexts"].append(context)
+            steps = stack_steps(steps)
+        if self.intra_attention is not None:
+            if whole_sequence:
+                _, decoder_context = self.intra_attention(states)  # B x T x H   c^d_t (eqs 6-8, causal)
+            else:
+                decoder_context = []
+                for t in range(states.size(1)):
+                    _, context, state = self.intra_attention.step(states[:, t], state)  # B x H
+                    decoder_context.append(context)
+                decoder_context = torch.stack(decoder_context, dim=1)  # B x T x H
+            steps["contexts"] = torch.cat([steps["contexts"], decoder_context], dim=2)  # [c^e_t; c^d_t]
+        feeds = states.new_zeros(*states.shape[:2], 0)  # B x T x 0: nothing is fed back
+        return dict(steps, states=states, feeds=feeds, inputs=inputs), state
+
+    def attend(self, query, values, state, padding_mask):
+        """One step of the attention over the source, for the decoder state ``query`` (B x H).  Returns the
+        attention a^t (B x S), the context (B x C) and the state with the coverage c^{t+1} (eq 10)."""
+        if self.intra_temporal:
+            attn, context, state = self.attention.step(query, values, state, padding_mask)  # eqs 1-5
+        else:
+            attn, context = self.attention(state["keys"], values, query, state["coverage"], padding_mask)  # eqs 1-3/11
+        if self.coverage:
+            state = dict(state, coverage=state["coverage"] + attn)  # c^{t+1} = c^t + a^t   (eq 10)
+        return attn, context, state
 
     # ------------------------------------------------------------------ output part (outside the loop)
     def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
+        if self.training and self.own_prediction_prob > 0 and incremental_state is None:
+            return self.forward_with_own_predictions(prev_output_tokens, encoder_out)
         steps = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         readout_inputs = (steps["states"], steps["contexts"], steps["feeds"], steps["inputs"])
         features = self.dropout_out(self.readout.features(*readout_inputs))  # B x T x out_dim
-        logits = self.output_layer(features)  # B x T x V_reg   (eq 4 / eq 7, before softmax)
+        logits = self.output_layer(features)  # B x T x V_reg   (See eq 4 / Shi eq 7 / Paulus eq 9, before softmax)
         extra = {"attn": [steps["attn"]], "src_tokens": encoder_out["src_tokens"], "decoder_states": steps["states"]}
         if self.coverage:
             extra["coverage"] = steps["coverage"]
         if self.copy:
-            extra["p_gen"] = self.readout.p_gen(*readout_inputs)  # B x T x 1   (eq 8 / eq 9)
+            extra["p_gen_logit"] = self.readout.switch_logit(*readout_inputs)  # B x T x 1
+            extra["p_gen"] = torch.sigmoid(extra["p_gen_logit"])  # B x T x 1   (eq 8 / eq 9)
         return logits, extra
+
+    def forward_with_own_predictions(self, prev_output_tokens, encoder_out):
+        """Training with the model's own previous prediction as the next input with probability
+        ``own_prediction_prob`` (Paulus et al. section 6.1: 0.25), step by step through the incremental state.
+        The prediction is the most probable word of the extended vocabulary (a copied marker is then read as
+        ``<unk>``, as every marker is), drawn independently for every row and step; the first input is </s>."""
+        incremental_state, outputs = {}, []
+        inputs = prev_output_tokens[:, :1]  # B x 1
+        for t in range(prev_output_tokens.size(1)):
+            if t > 0:
+                with torch.no_grad():
+                    predicted = self.extended_output.probs(outputs[-1], log_probs=True)[:, -1].argmax(dim=-1)  # B
+                own = torch.rand(predicted.shape, device=predicted.device) < self.own_prediction_prob  # B
+                word = torch.where(own, predicted, prev_output_tokens[:, t])  # B
+                inputs = torch.cat([inputs, word.unsqueeze(1)], dim=1)  # B x (t+1)
+            outputs.append(self.forward(inputs, encoder_out, incremental_state=incremental_state))
+        extras = [extra for _, extra in outputs]
+        extra = {key: torch.cat([e[key] for e in extras], dim=1) for key in extras[0] if torch.is_tensor(extras[0][key])}
+        extra.update(attn=[torch.cat([e["attn"][0] for e in extras], dim=1)], src_tokens=extras[0]["src_tokens"])
+        return torch.cat([logits for logits, _ in outputs], dim=1), extra  # B x T x V_reg, as ``forward``
 
     def output_layer(self, features: Tensor) -> Tensor:
         if self.share_input_output_embed:
@@ -305,9 +415,38 @@ class PGNDecoder(StepStateDecoder):
         return self.max_target_positions
 
 
+def check_options(coverage_attention: bool, intra_temporal: bool, share_input_output_embed: bool,
+                  shared_output_projection: bool) -> None:
+    """Options that do not combine, named as on the command line."""
+    if intra_temporal and coverage_attention:
+        raise ValueError("--intra-temporal-attention and --coverage-attention do not combine: the intra-temporal "
+                         "attention replaces the coverage attention (add --no-coverage-attention to keep the "
+                         "coverage loss, or --no-coverage)")
+    if share_input_output_embed and shared_output_projection:
+        raise ValueError("--share-decoder-input-output-embed and --shared-output-projection do not combine: each "
+                         "ties the output layer to the embeddings (eq 13 through a projection, the other directly)")
+
+
 @register_model("pgn_lstm")
 class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
     """Pointer-generator with coverage.  See the module docstring for the equations."""
+
+    # What a model trained with --no-coverage lacks and coverage as a second phase adds (See et al. section 5)
+    COVERAGE_PARAMETERS = ("decoder.attention.coverage_weight",)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Before a checkpoint is loaded (fairseq calls this from ``load_state_dict``): the coverage parameters
+        a checkpoint trained with ``--no-coverage`` lacks keep this model's fresh initialisation, and say so.
+        Only those: any other missing or unexpected parameter still fails the (strict) load."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = f"{name}." if name else ""
+        fresh = self.state_dict()
+        added = [key for key in self.COVERAGE_PARAMETERS if key in fresh and prefix + key not in state_dict]
+        if added and len(state_dict) > 0:
+            for key in added:
+                state_dict[prefix + key] = fresh[key]
+            logger.warning("pgn_lstm: the checkpoint has no coverage parameters (trained with --no-coverage): "
+                           "newly initialised %s (coverage as a second training phase)", ", ".join(added))
 
     @staticmethod
     def add_args(parser):
@@ -324,11 +463,31 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                                  "pgn_lstm_see2017: the encoder state size, 2 x encoder hidden)")
         parser.add_argument("--no-copy", action="store_true",
                             help="no pointer: P(w) = P_vocab(w) (the paper's attention baseline)")
-        parser.add_argument("--no-coverage", action="store_true", help="no coverage vector in the attention")
+        parser.add_argument("--no-coverage", action="store_true",
+                            help="no coverage vector: neither in the attention nor for the coverage loss")
+        parser.add_argument("--no-coverage-attention", dest="no_coverage_attention", action="store_true",
+                            help="keep the coverage vector for the coverage loss but attend without it (eq 1, not "
+                                 "eq 11): Shi et al.'s eq 4; the default of pgn_lstm_shi2018")
+        parser.add_argument("--coverage-attention", dest="no_coverage_attention", action="store_false",
+                            help="the coverage term w_c c_i^t in the attention (eq 11): the default, except in "
+                                 "pgn_lstm_shi2018")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
                             help="use the decoder embeddings as V' (eq 4)")
-        parser.add_argument("--decoder-readout", choices=["see", "luong"],
-                            help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, 9")
+        parser.add_argument("--decoder-readout", choices=["see", "luong", "paulus"],
+                            help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, "
+                                 "9; paulus: Paulus et al.'s output and switch from [h^d_t; c^e_t; c^d_t], eqs 9-12, "
+                                 "without input feeding")
+        parser.add_argument("--intra-temporal-attention", action="store_true",
+                            help="Paulus et al.'s intra-temporal attention over the input (eqs 1-5) instead of the "
+                                 "additive one; needs --no-coverage-attention or --no-coverage")
+        parser.add_argument("--intra-decoder-attention", action="store_true",
+                            help="Paulus et al.'s intra-decoder attention (eqs 6-8): the readout also reads c^d_t")
+        parser.add_argument("--shared-output-projection", action="store_true",
+                            help="output matrix tanh(W_emb W_proj) from the decoder embeddings (Paulus et al. eq 13)")
+        parser.add_argument("--own-prediction-prob", type=float, metavar="P",
+                            help="in training, read the model's own previous prediction instead of the reference "
+                                 "word with probability P (Paulus et al. section 6.1: 0.25; default 0, teacher "
+                                 "forcing); the decoder then runs step by step")
         parser.add_argument("--embed-norm", action="store_true",
                             help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
@@ -355,12 +514,18 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             hidden_size=args.decoder_hidden_size, num_layers=args.decoder_layers,
             out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim,
             dropout_in=args.dropout_in, dropout_out=args.dropout_out, copy=not args.no_copy,
-            coverage=not args.no_coverage, share_input_output_embed=args.share_decoder_input_output_embed,
+            coverage=not args.no_coverage, coverage_attention=not args.no_coverage_attention,
+            share_input_output_embed=args.share_decoder_input_output_embed,
             num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
+            intra_temporal=args.intra_temporal_attention, intra_decoder=args.intra_decoder_attention,
+            shared_output_projection=args.shared_output_projection, own_prediction_prob=args.own_prediction_prob,
             max_positions=max_target,
         )
-        logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s",
-                    num_regular, len(tgt_dict) - num_regular, decoder.copy, decoder.coverage)
+        logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s, coverage attention=%s, "
+                    "readout=%s, intra-temporal attention=%s, intra-decoder attention=%s, shared output "
+                    "projection=%s", num_regular, len(tgt_dict) - num_regular, decoder.copy, decoder.coverage,
+                    decoder.coverage_attention, args.decoder_readout, args.intra_temporal_attention,
+                    args.intra_decoder_attention, args.shared_output_projection)
         return cls(encoder, decoder)
 
 
@@ -379,9 +544,14 @@ def base_architecture(args):
     args.attention_dim = getattr(args, "attention_dim", None) or args.decoder_hidden_size
     args.no_copy = getattr(args, "no_copy", False)
     args.no_coverage = getattr(args, "no_coverage", False)
+    args.no_coverage_attention = getattr(args, "no_coverage_attention", False)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
     args.decoder_readout = getattr(args, "decoder_readout", "see")
+    args.intra_temporal_attention = getattr(args, "intra_temporal_attention", False)
+    args.intra_decoder_attention = getattr(args, "intra_decoder_attention", False)
+    args.shared_output_projection = getattr(args, "shared_output_projection", False)
+    args.own_prediction_prob = getattr(args, "own_prediction_prob", 0.0)
     args.encoder_embed_path = getattr(args, "encoder_embed_path", None)
     args.decoder_embed_path = getattr(args, "decoder_embed_path", None)
     args.embed_format = getattr(args, "embed_format", "auto")
@@ -418,11 +588,32 @@ def pgn_lstm_see2017(args):
 @register_model_architecture("pgn_lstm", "pgn_lstm_shi2018")
 def pgn_lstm_shi2018(args):
     """Shi et al. (2018): BiLSTM encoder 600 per direction, decoder 1200, embeddings 400, one layer each,
-    Luong-style readout, normalized embeddings (eq 14), copy and coverage (vocabulary 60k is set by
-    preprocessing; Adam 1e-3, focal loss 0.25/1/1 and beam 5 by the config)."""
+    Luong-style readout, normalized embeddings (eq 14), copy, and the coverage vector for the coverage loss
+    (eqs 12-13) but not in the attention (their eq 4 has no coverage input); vocabulary 60k is set by
+    preprocessing; Adam 1e-3, focal loss 0.25/1/1 and beam 5 by the config."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 400)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 600)
     args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 1200)
     args.decoder_readout = getattr(args, "decoder_readout", "luong")
     args.embed_norm = getattr(args, "embed_norm", True)
+    args.no_coverage_attention = getattr(args, "no_coverage_attention", True)
+    base_architecture(args)
+
+
+@register_model_architecture("pgn_lstm", "pgn_lstm_paulus2017")
+def pgn_lstm_paulus2017(args):
+    """Paulus, Xiong & Socher (2017): embeddings 100, BiLSTM encoder 200 per direction, LSTM decoder 400, the
+    intra-temporal (eqs 1-5) and intra-decoder (eqs 6-8) attentions, output and switch from [h^d_t; c^e_t; c^d_t]
+    without input feeding (eqs 9-12), output matrix tied to the embeddings (eq 13), no coverage (the temporal
+    attention is the paper's answer to repetition).  Trigram blocking is a generation option
+    (--block-ngram-repeat 3: configs/paulus2017_*.conf)."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 100)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 200)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 400)
+    args.decoder_readout = getattr(args, "decoder_readout", "paulus")
+    args.intra_temporal_attention = getattr(args, "intra_temporal_attention", True)
+    args.intra_decoder_attention = getattr(args, "intra_decoder_attention", True)
+    args.shared_output_projection = getattr(args, "shared_output_projection", True)
+    args.no_coverage = getattr(args, "no_coverage", True)
     base_architecture(args)

@@ -8,6 +8,7 @@ len(dictionary)) never produce one.  ``ExtendedVocabularyOutput`` gives a decode
 the extended vocabulary, with or without copying; ``ExtendedVocabularyModel`` exposes it to fairseq and the
 criterions.
 """
+import math
 from typing import Optional
 
 import torch
@@ -15,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_plugins.modules.copy_mixture import CopyMixture
+from fairseq_plugins.modules.copy_mixture import NEG_INF, TINY, CopyMixture
 
 LOG_FLOOR = 1e-12  # floor for log P(w): P(w) is exactly 0 for markers absent from a source
 
@@ -46,28 +47,30 @@ class RegularVocabularyOutput(nn.Module):
         self.num_markers = ext_size - num_regular
         self.as_unk = MarkerAsUnk(num_regular, unk_idx)
 
-    def probs(self, logits: Tensor, log_probs: bool) -> Tensor:
-        """B x T x V_reg logits -> B x T x V_ext (log-)probabilities; markers get 0 (-inf)."""
-        if log_probs:
-            log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg
-            return F.pad(log_p, (0, self.num_markers), value=float("-inf"))  # B x T x V_ext
-        return F.pad(F.softmax(logits, dim=-1, dtype=torch.float32), (0, self.num_markers))  # B x T x V_ext
-
-    def target_probs(self, logits: Tensor, target: Tensor) -> Tensor:
-        """P(target) for B x T target ids; a marker target is scored as ``<unk>``.  Returns B x T."""
+    def log_probs(self, logits: Tensor, zero: float = NEG_INF) -> Tensor:
+        """B x T x V_reg logits -> B x T x V_ext log-probabilities; markers get ``zero`` (default -inf)."""
         log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg
-        return log_p.gather(2, self.as_unk(target).unsqueeze(2)).squeeze(2).exp()  # B x T
+        return F.pad(log_p, (0, self.num_markers), value=zero)  # B x T x V_ext
+
+    def target_log_probs(self, logits: Tensor, target: Tensor) -> Tensor:
+        """log P(target) for B x T target ids; a marker target is scored as ``<unk>``.  Returns B x T."""
+        log_p = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # B x T x V_reg
+        return log_p.gather(2, self.as_unk(target).unsqueeze(2)).squeeze(2)  # B x T
 
 
 class ExtendedVocabularyOutput(nn.Module):
     """A decoder's final distribution P(w) over the extended vocabulary, from its ``(logits, extra)`` output.
 
-    With ``copy``, eq 9 of See et al. through ``CopyMixture`` (modules/copy_mixture.py), reading from ``extra``:
-        p_gen: B x T x 1, the weight of P_vocab;
+    With ``copy``, eq 9 of See et al. in log space through ``CopyMixture`` (modules/copy_mixture.py), reading
+    from ``extra``:
+        p_gen_logit: B x T x 1, the switch's logit l, p_gen = sigmoid(l) the weight of P_vocab (a model that
+            only gives ``p_gen``, B x T x 1, gets clamped logs of p_gen and 1 - p_gen instead);
         src_tokens: B x S, the ids the copy side can produce (right-padded, extended vocabulary);
-        attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (eq 9);
+        attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (eq 9); ``</s>`` is never
+            copied (``eos``: the attention is renormalised over the other positions, see copy_mixture.py);
         copy_weights (optional): B x T x S, the copy mass of every position, replacing (1 - p_gen) a^t when a
-            model mixes several copy sources (``merge_copy_sources``; src_tokens then holds all their tokens).
+            model mixes several copy sources (``merge_copy_sources``; src_tokens then holds all their tokens,
+            and p_gen is the total weight of P_vocab).
     Without ``copy``, P_vocab widened with zeros for the markers (``RegularVocabularyOutput``), a marker target
     being scored as ``<unk>``.  ``logits`` (B x T x V_reg) are the scores whose softmax is P_vocab.
 
@@ -76,51 +79,75 @@ class ExtendedVocabularyOutput(nn.Module):
         ext_size: size of the extended vocabulary (len(dictionary)).
         unk_idx: ``<unk>``.
         copy: the pointer-generator mixture (True) or P_vocab alone (False).
-        log_floor: log-probabilities are log(max(P, log_floor)), so that a zero probability (a marker absent
-            from the source, a word both sides rule out) gives a finite log(1e-12); None: exact
-            log-probabilities (log_softmax without copy: -inf for markers).
+        log_floor: log-probabilities that are exactly -inf (P(w) = 0: a marker absent from the source, a word
+            both sides rule out) become log(log_floor), finite; every other log-probability is exact, however
+            small (default 1e-12).  None: exact log-probabilities everywhere (-inf for markers without copy).
+        eos: the token the copy side never produces (default None: every source token is copyable).
     """
 
     def __init__(self, num_regular: int, ext_size: int, unk_idx: int, copy: bool,
-                 log_floor: Optional[float] = LOG_FLOOR):
+                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None):
         super().__init__()
         self.copy = copy
         self.log_floor = log_floor
+        self.zero_log = NEG_INF if log_floor is None else math.log(log_floor)  # log P(w) where P(w) = 0
         self.as_unk = MarkerAsUnk(num_regular, unk_idx)
         if copy:
-            self.mixture = CopyMixture(num_regular, ext_size)
+            self.mixture = CopyMixture(num_regular, ext_size, uncopyable=eos)
         else:
             self.vocab_output = RegularVocabularyOutput(num_regular, ext_size, unk_idx)
 
     def probs(self, net_output, log_probs: bool) -> Tensor:
-        """P(w) (or log P(w)) for every word of the extended vocabulary.  B x T x V_ext."""
-        if log_probs and self.log_floor is None and not self.copy:
-            return self.vocab_output.probs(net_output[0], log_probs=True)  # B x T x V_ext
-        probs = self.final_probs(net_output)  # B x T x V_ext
-        if not log_probs:
-            return probs
-        return torch.log(probs.clamp(min=self.log_floor or 0.0))  # B x T x V_ext
+        """P(w), or log P(w) (floored as ``log_floor`` says), for every word of the extended vocabulary.
+        B x T x V_ext."""
+        if log_probs:
+            return self.log_probs(net_output, self.zero_log)
+        return self.log_probs(net_output, NEG_INF).exp()
 
-    def final_probs(self, net_output) -> Tensor:
-        """P(w) over the extended vocabulary: eq 9, or P_vocab padded with zeros for the markers.  B x T x V_ext."""
+    def log_probs(self, net_output, zero: float) -> Tensor:
+        """log P(w) over the extended vocabulary, ``zero`` where P(w) = 0: eq 9, or log P_vocab with ``zero``
+        for the markers.  B x T x V_ext."""
         logits, extra = net_output
         if not self.copy:
-            return self.vocab_output.probs(logits, log_probs=False)
+            return self.vocab_output.log_probs(logits, zero)
         if "copy_weights" in extra:
-            return self.mixture.mix(logits, extra["p_gen"], extra["copy_weights"], extra["src_tokens"])
-        return self.mixture.full(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"])  # eq 9
+            return self.mixture.log_mix(logits, self.log_generate(extra), extra["copy_weights"], None,
+                                        extra["src_tokens"], zero=zero)
+        return self.mixture.log_full(logits, extra["attn"][0], self.switch_logit(extra), extra["src_tokens"],
+                                     zero=zero)  # eq 9
+
+    def target_log_probs(self, net_output, target: Tensor) -> Tensor:
+        """log P(target) for B x T target ids (floored as ``probs``), without building the full distribution.
+        B x T.  Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in See et
+        al.'s baseline, where every OOV word is UNK)."""
+        return self.log_probs_at(net_output, target, self.zero_log)
 
     def target_probs(self, net_output, target: Tensor) -> Tensor:
-        """P(target) for B x T target ids, without building the full distribution.  B x T.
+        """P(target) for B x T target ids (exactly 0 where it cannot be produced).  B x T."""
+        return self.log_probs_at(net_output, target, NEG_INF).exp()
 
-        Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in See et al.'s
-        baseline, where every OOV word is UNK)."""
+    def log_probs_at(self, net_output, target: Tensor, zero: float) -> Tensor:
         logits, extra = net_output
         if not self.copy:
-            return self.vocab_output.target_probs(logits, target)
+            return self.vocab_output.target_log_probs(logits, target)
         if "copy_weights" in extra:
-            return self.mixture.mix_at(logits, extra["p_gen"], extra["copy_weights"], extra["src_tokens"], target)
-        return self.mixture.at(logits, extra["attn"][0], extra["p_gen"], extra["src_tokens"], target)  # eq 9
+            return self.mixture.log_mix_at(logits, self.log_generate(extra), extra["copy_weights"], None,
+                                           extra["src_tokens"], target, zero=zero)
+        return self.mixture.log_at(logits, extra["attn"][0], self.switch_logit(extra), extra["src_tokens"],
+                                   target, zero=zero)  # eq 9
+
+    @staticmethod
+    def switch_logit(extra) -> Tensor:
+        """l with p_gen = sigmoid(l), B x T x 1: ``extra["p_gen_logit"]``, or logit(p_gen) from a clamped p_gen."""
+        if "p_gen_logit" in extra:
+            return extra["p_gen_logit"]
+        p_gen = extra["p_gen"].float().clamp(min=TINY, max=1.0 - 1e-7)
+        return torch.log(p_gen) - torch.log1p(-p_gen)  # B x T x 1
+
+    @staticmethod
+    def log_generate(extra) -> Tensor:
+        """log of the total weight of P_vocab, B x T x 1, for several copy sources (a clamped log)."""
+        return torch.log(extra["p_gen"].float().clamp(min=TINY))
 
     def targets(self, target: Tensor) -> Tensor:
         """The targets as ``probs`` can score them: as they are with copying, markers as ``<unk>`` without."""
@@ -138,6 +165,12 @@ class ExtendedVocabularyModel:
     def get_target_probs(self, net_output, target: Tensor) -> Tensor:
         """P(target) per position (B x T), for the criterions."""
         return self.decoder.extended_output.target_probs(net_output, target)
+
+    def get_target_log_probs(self, net_output, target: Tensor) -> Tensor:
+        """log P(target) per position (B x T), exact (with its gradient) however small P is, except that an
+        exact zero is floored as ``get_normalized_probs`` floors it: what a criterion should take the log-loss
+        of."""
+        return self.decoder.extended_output.target_log_probs(net_output, target)
 
     def get_targets(self, sample, net_output) -> Tensor:
         """Targets for fairseq's own criterions (cross_entropy): without copying, markers become ``<unk>``

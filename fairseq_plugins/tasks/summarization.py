@@ -139,7 +139,9 @@ class SummarizationTask(TranslationTask):
                                        extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
 
     def generator_options(self, args):
-        options = {name: getattr(args, name, getattr(self.cfg, name)) for name in GENERATOR_OPTIONS}
+        defaults = SummarizationConfig()  # a task config of an older checkpoint may lack the options
+        options = {name: getattr(args, name, getattr(self.cfg, name, getattr(defaults, name)))
+                   for name in GENERATOR_OPTIONS}
         fairseq_n = getattr(args, "no_repeat_ngram_size", 0) or 0
         if fairseq_n > 0:  # fairseq's NGramRepeatBlock blocks nothing on a CPU (0.12.x): ours does the work
             if options["block_ngram_repeat"] not in (0, fairseq_n):
