@@ -4,7 +4,7 @@ official ROUGE, repetition and speed.  The issues' experiments are command lines
 
     python scripts/experiments/compare.py --name NAME --corpus lcsts|cnndm --config CONFIG --updates N \
         --variant LABEL CONFIG "EXTRA train.sh OPTIONS" [--variant ...] \
-        [--continue LABEL PARENT "EXTRA OPTIONS" --continue-updates M] \
+        [--continue LABEL PARENT CONFIG "EXTRA OPTIONS" --continue-updates M] \
         [--decode LABEL "EXTRA generate.sh OPTIONS" ...] [--lead N] [--work runs/NAME] [--threads 1]
 
 Steps (each through the project's own scripts; logs in WORK/logs/):
@@ -13,9 +13,9 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
      test documents split by id (first 500 test, next 300 validation, 9,200 training; articles as released,
      400 tokens at most); then preprocess.sh with --config's PREP_ARGS;
   2. every --variant: train.sh -c CONFIG for exactly --updates updates (same batches, same seed), keeping
-     checkpoint_best.pt by the config's criterion; every --continue: train.sh from PARENT's checkpoint_best.pt
-     (``--finetune-from-model``: its weights, a fresh optimizer, schedule and data order) for --continue-updates
-     updates;
+     checkpoint_best.pt by the config's criterion; every --continue: train.sh -c CONFIG from PARENT's
+     checkpoint_best.pt (``--finetune-from-model``: its weights, a fresh optimizer, schedule and data order) for
+     --continue-updates updates (e.g. more ML with PARENT's config, or RL with an _rl config);
   3. every system x every --decode: generate.sh --split test (the config's GEN_ARGS plus the decode's options),
      official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
      characters), mean length, decode sentences/s (fairseq's own timing of the generation);
@@ -42,8 +42,8 @@ def parse_args():
     parser.add_argument("--config", required=True, help="config whose PREP_ARGS prepare the data")
     parser.add_argument("--updates", type=int, required=True, help="training updates of every --variant")
     parser.add_argument("--variant", nargs=3, action="append", default=[], metavar=("LABEL", "CONFIG", "EXTRA"))
-    parser.add_argument("--continue", dest="continuations", nargs=3, action="append", default=[],
-                        metavar=("LABEL", "PARENT", "EXTRA"), help="train from PARENT's checkpoint_best.pt")
+    parser.add_argument("--continue", dest="continuations", nargs=4, action="append", default=[],
+                        metavar=("LABEL", "PARENT", "CONFIG", "EXTRA"), help="train from PARENT's checkpoint_best.pt")
     parser.add_argument("--continue-updates", type=int, help="updates of every --continue")
     parser.add_argument("--decode", nargs=2, action="append", metavar=("LABEL", "EXTRA"),
                         help="decoding settings (default: one, 'beam', the config's GEN_ARGS)")
@@ -58,7 +58,7 @@ def parse_args():
     labels = [v[0] for v in args.variant] + [c[0] for c in args.continuations]
     if len(set(labels)) != len(labels) or not labels:
         parser.error("give at least one --variant, with distinct labels")
-    for label, parent, _ in args.continuations:
+    for label, parent, _, _ in args.continuations:
         if parent not in labels[:labels.index(label)]:
             parser.error(f"--continue {label}: parent {parent} must be a system defined before it")
     args.decode = args.decode or [("beam", "")]
@@ -83,10 +83,8 @@ def prepare_data(exp: Experiment, args):
 def systems(args):
     """(label, config, extra options, parent or None, updates) in training order."""
     out = [(label, config, shlex.split(extra), None, args.updates) for label, config, extra in args.variant]
-    configs = {label: config for label, config, *_ in out}
-    for label, parent, extra in args.continuations:
-        configs[label] = configs[parent]
-        out.append((label, configs[parent], shlex.split(extra), parent, args.continue_updates))
+    for label, parent, config, extra in args.continuations:
+        out.append((label, config, shlex.split(extra), parent, args.continue_updates))
     return out
 
 
