@@ -221,7 +221,8 @@ def test_final_distribution_sums_to_one_over_the_extended_vocabulary(options):
 
 
 def test_multi_agent_pointer_follows_the_formula_and_copies_from_both_agents():
-    """P(w) = sum_a g_a [p_a P_voc(w) + (1 - p_a) sum_{i: x_ai = w} l_ai]; <oov-0> is in agents 2 and 3."""
+    """P(w) = sum_a g_a [p_a P_voc(w) + (1 - p_a) sum_{i: x_ai = w} l'_ai], l'_a the word attention renormalised
+    without </s> (never copied; an agent holding only </s> generates only); <oov-0> is in agents 2 and 3."""
     torch.manual_seed(5)
     model = build().eval()
     src, lengths, prev = batch()
@@ -229,8 +230,14 @@ def test_multi_agent_pointer_follows_the_formula_and_copies_from_both_agents():
     probs = model.get_normalized_probs((logits, extra), log_probs=False)
     tokens = model.encoder(src, lengths)["agent_tokens"]  # B x M x S_a
     g, p, word = extra["agent_attn"], extra["agent_p_gen"], extra["word_attn"]
+    word = word.masked_fill(tokens.eq(EOS).unsqueeze(1), 0.0)  # B x T x M x S_a
+    copyable = word.sum(3, keepdim=True)  # B x T x M x 1
+    only_eos = copyable.eq(0) & tokens.eq(EOS).any(2).view(3, 1, -1, 1)  # an agent with nothing but </s>
+    assert only_eos[2, :, 2].all()  # the one-token document: its last agent holds </s> alone
+    word = word / copyable.masked_fill(copyable.eq(0), 1.0)
+    p = p.masked_fill(only_eos.squeeze(3), 1.0)
     p_voc = torch.softmax(logits, dim=-1)
-    for w in (M0, E, DOT):
+    for w in (M0, E, DOT, EOS):
         vocab = p_voc[..., w] if w < model.decoder.num_regular else torch.zeros_like(g[..., 0])  # B x T
         copy_by_agent = (word * tokens.eq(w).unsqueeze(1)).sum(3)  # B x T x M
         per_agent = g * (p * vocab.unsqueeze(2) + (1 - p) * copy_by_agent)  # B x T x M

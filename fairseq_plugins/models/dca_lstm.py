@@ -36,7 +36,9 @@ Decoder (modules/agent_attention.py), one LSTM layer:
     P^a(w)  = p_a^t P_voc(w) + (1 - p_a^t) sum_{i: x_{a,i} = w} l_{a,i}^t                          (~eq 15)
     P(w)    = sum_a g_a^t P^a(w)                          over the document's extended vocabulary  (~eq 16)
 The multi-agent pointer is modules/copy_mixture.py's ``merge_copy_sources`` read through
-``ExtendedVocabularyOutput``'s ``copy_weights`` route; ``--no-copy`` gives P(w) = P_voc(w).
+``ExtendedVocabularyOutput``'s ``copy_weights`` route; ``--no-copy`` gives P(w) = P_voc(w).  As in pgn_lstm,
+``</s>`` (which fairseq appends to the source, in the last agent) is never copied: that agent's copy side is its
+word attention renormalised without it, and an agent holding nothing else generates only.
 
 Outputs: the P_voc logits (B x T x V_reg) and ``extra``:
     attn [B x T x S]: g_a^t l_{a,i}^t at each source position (right-padded order), rows summing to 1: the
@@ -256,8 +258,8 @@ class DCADecoder(StepStateDecoder):
             agents = agent_attn.size(2)
             expand = lambda x: x.unsqueeze(2).expand(-1, -1, agents, -1)  # noqa: E731   B x T x D -> B x T x M x D
             p_agent = self.switch(steps["contexts"], expand(states), expand(steps["inputs"])).squeeze(3)  # (~eq 14)
-            generate, copy, _ = merge_copy_sources(agent_attn, p_agent, word_attn,
-                                                   encoder_out["agent_tokens"])  # (~eqs 15-16)
+            generate, copy, _ = merge_copy_sources(agent_attn, p_agent, word_attn, encoder_out["agent_tokens"],
+                                                   uncopyable=self.dictionary.eos())  # (~eqs 15-16)
             extra["p_gen"] = generate  # B x T x 1: sum_a g_a p_a, the weight of P_voc
             extra["agent_p_gen"] = p_agent  # B x T x M
             extra["copy_weights"] = to_source(copy.view(word_attn.shape))  # B x T x S

@@ -237,19 +237,29 @@ class CopyMixture(nn.Module):
         return (weights * same).sum(dim=2)  # B x T
 
 
-def merge_copy_sources(weights: Tensor, p_gen: Tensor, attn: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor,
-                                                                                                     Tensor]:
+def merge_copy_sources(weights: Tensor, p_gen: Tensor, attn: Tensor, src_tokens: Tensor,
+                       uncopyable: Optional[int] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Several copy sources k = 1..M, each a pointer-generator over its own tokens, mixed by ``weights``:
         P(w) = sum_k weights_k [p_gen_k P_vocab(w) + (1 - p_gen_k) sum_{i: x_ki = w} a_ki],
     written as ``CopyMixture.mix``'s (generate, copy, tokens).
 
     Args:
         weights: B x T x M (each row sums to 1); p_gen: B x T x M; attn: B x T x M x S (rows sum to 1);
-        src_tokens: B x M x S.
+        src_tokens: B x M x S;
+        uncopyable: a token id never copied (``</s>``, as ``CopyMixture(uncopyable=...)``): each source's copy
+            side is its attention renormalised without it, and a source with nothing else to copy generates
+            only (its p_gen_k counts as 1).
     Returns:
         generate B x T x 1 (sum_k weights_k p_gen_k), copy B x T x (M*S), tokens B x (M*S).
     """
     bsz, tgt_len = weights.shape[:2]
+    attn = attn.float()  # B x T x M x S
+    if uncopyable is not None:
+        attn = attn.masked_fill(src_tokens.eq(uncopyable).unsqueeze(1), 0.0)  # B x T x M x S
+        copyable = attn.sum(dim=3, keepdim=True)  # B x T x M x 1
+        nothing = copyable.eq(0)  # B x T x M x 1   (a source holding only </s>)
+        attn = attn / copyable.masked_fill(nothing, 1.0)  # B x T x M x S
+        p_gen = p_gen.masked_fill(nothing.squeeze(3), 1.0)  # B x T x M
     generate = (weights * p_gen).sum(dim=2, keepdim=True)  # B x T x 1
-    copy = (weights * (1.0 - p_gen)).unsqueeze(3) * attn.float()  # B x T x M x S
+    copy = (weights * (1.0 - p_gen)).unsqueeze(3) * attn  # B x T x M x S
     return generate, copy.reshape(bsz, tgt_len, -1), src_tokens.reshape(bsz, -1)
