@@ -1,7 +1,9 @@
-"""scripts/bench: the analytic FLOP counts against hand counts, the OpenNMT-py peer's command lines and its log
-parsing on recorded lines, the blocking rows' command lines, the report's ratios and targets, and the plumbing of
-one tiny run (3 updates, 10 sentences, two models twice) on LCSTS from ../shared/data.  The figures of such a run
-mean nothing: the real runs, OpenNMT-py's included, are the benchmark, not tests."""
+"""scripts/bench: the analytic FLOP counts against hand counts (pgn_lstm, Paulus et al.'s options, dca_lstm,
+fairseq's lstm, OpenNMT-py), the models the --all-models rows really build, the OpenNMT-py peer's command lines and
+its log parsing on recorded lines, the blocking rows' and the new rows' command lines, the report's ratios and
+targets, and the plumbing of two tiny runs on LCSTS from ../shared/data (3 updates, 10 sentences, two models
+twice; then the Paulus, dca_lstm and RL rows once).  The figures of such a run mean nothing: the real runs,
+OpenNMT-py's included, are the benchmark, not tests."""
 import argparse
 import json
 import re
@@ -66,6 +68,76 @@ def test_fairseq_lstm_and_onmt_flops_equal_a_hand_count():
         flops.onmt_rnn_forward(TINY, 3, 2)  # decoder 4 != 2 x 3: OpenNMT-py cannot build it
 
 
+def test_paulus_flops_equal_a_hand_count():
+    """E=2, He=3 (C=6), H=4, V=7 (the bilinear attentions have no inner size, the readout no projection):
+    readout D = H + C + H = 14; one pair of S=3 source and T=3 target tokens."""
+    parts = flops.paulus_forward(TINY, 3, 3)
+    assert parts == {
+        "encoder": 2 * 3 * 120,  # 2 directions x 3 tokens x 2*4*3*(2+3)
+        "initial state": 96,  # 2 x 2*6*4
+        "attention keys": 144,  # W^e_attn h^e_i: 3 x 2*6*4
+        "decoder LSTM": 576,  # 3 x 2*4*4*(2+4): the embedding alone is the input
+        "attention scores": 72,  # 3 x 3 x 2*4
+        "context": 108,  # 3 x 3 x 2*6
+        "intra-decoder query": 64,  # steps 2 and 3: 2 x 2*4*4
+        "intra-decoder scores": 24,  # pairs t' < t: (2,1), (3,1), (3,2) = 3 x 2*4
+        "intra-decoder context": 24,  # 3 x 2*4
+        "output layer": 588,  # 3 x 2*14*7
+        "copy switch": 84,  # 3 x 2*14
+    }
+    assert flops.paulus_per_batch(TINY) == {"output matrix": 392}  # tanh(W_emb W_proj): 2*7*2*14
+    one_step = flops.paulus_forward(TINY, 3, 1)
+    assert one_step["intra-decoder query"] == one_step["intra-decoder scores"] == 0  # c^d_1 = 0: no work
+
+
+def test_dca_lstm_flops_equal_a_hand_count():
+    """E=2, H=3 (agent states and each direction), Hd=4, A=5, O=3, V=7; M=2 agents, K=1 contextual layer; one
+    pair of S=4 source tokens (over both agents) and T=2 target tokens."""
+    parts = flops.dca_lstm_forward(TINY, 4, 2, agents=2, contextual_layers=1)
+    assert parts == {
+        "local BiLSTM": 960,  # 2 directions x 4 tokens x 2*4*3*(2+3)
+        "local projection": 144,  # W1: 4 x 2*6*3
+        "message combination": 108,  # W3 h: 4 x 2*3*3, W4 z: 2 agents x 2*3*3
+        "contextual BiLSTMs": 1152,  # 2 directions x 4 x 2*4*3*(3+3)
+        "contextual projections": 144,  # W2: 4 x 2*6*3
+        "initial state": 72,  # cell from [c->; c<-]: 2*6*4; s_0 projected (Hd != H): 2*3*4
+        "decoder LSTM": 384,  # 2 x 2*4*4*(2+4)
+        "word attention keys": 120,  # 4 x 2*3*5
+        "word attention query": 80,  # 2 x 2*4*5
+        "word attention scores": 160,  # 2 x 4 x (5 + 5 + 10)
+        "agent contexts": 48,  # 2 x 4 x 2*3
+        "agent attention keys": 120,  # 2 steps x 2 agents x 2*3*5
+        "agent attention query": 80,  # 2 x 2*4*5
+        "agent attention scores": 80,  # 2 x 2 x (5 + 5 + 10)
+        "document context": 24,  # 2 x 2 x 2*3
+        "readout": 120,  # 2 x 2*(4+3+3)*3
+        "output layer": 84,  # 2 x 2*3*7
+        "copy switch": 48,  # 2 x (2 agents x 2*3 + 2*4 + 2*2)
+    }
+    plain = flops.dca_lstm_forward(TINY, 4, 2, agents=2, contextual_layers=0, contextual_agent_attention=False,
+                                   copy=False)
+    assert "copy switch" not in plain and plain["readout"] == 84  # 2 x 2*(4+3)*3
+    assert plain["contextual BiLSTMs"] == plain["message combination"] == 0
+
+
+def test_per_batch_terms_count_once_per_batch():
+    src, tgt = np.array([3, 5, 2, 8]), np.array([2, 4, 1, 3])
+    # fairseq's order (by target, then source length): documents 2, 0, 1, 3 costing 2, 3, 5, 8 tokens; with 10
+    # tokens a batch (padded to its longest): {2, 0} (2 x 3), {1} (5: 2 x 5 > 10), {3}
+    assert flops.batch_count((src, tgt), max_tokens=10) == 3
+    assert flops.batch_count((src, tgt), max_tokens=100) == 1
+    with pytest.raises(ValueError, match="does not fit --max-tokens 7"):
+        flops.batch_count((src, tgt), max_tokens=7)
+    count = flops.ModelCount(lambda s, t: flops.paulus_forward(TINY, s, t), flops.paulus_per_batch(TINY))
+    per_pair = sum(flops.update_flops(flops.paulus_forward(TINY, s, t)) for s, t in zip(src, tgt))
+    assert count.per_target_token((src, tgt), batches=3) == pytest.approx((per_pair + 3 * 3 * 392) / 10)
+    shares = count.shares((src, tgt), batches=3)
+    assert sum(shares.values()) == pytest.approx(1.0) and shares["output matrix (per batch)"] == pytest.approx(
+        3 * 3 * 392 / (per_pair + 3 * 3 * 392))
+    with pytest.raises(ValueError, match="number of batches"):
+        count.per_target_token((src, tgt))
+
+
 def test_flops_per_target_token_sums_every_pair():
     """Per-document terms (the initial state) count once per pair; the result is total work / target tokens."""
     src, tgt = np.array([3, 5, 2]), np.array([2, 4, 1])
@@ -74,6 +146,94 @@ def test_flops_per_target_token_sums_every_pair():
     assert got == pytest.approx(expected)
     with pytest.raises(ValueError):
         flops.flops_per_target_token(lambda s, t: flops.pgn_lstm_forward(TINY, s, t), (src, tgt[:2]))
+
+
+# ---------------------------------------------------------------------------------------------- the new rows' models
+def build_row(name: str, data_dir: Path):
+    """The model of a benchmark row, built as fairseq-train builds it from the row's options and SIZES."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()
+    argv = [str(data_dir), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization", "-s", "src",
+            "-t", "tgt", *throughput.MODELS[name], *throughput.SIZES, "--optimizer", "adam", "--lr", "0.001", "--cpu"]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    return tasks.setup_task(cfg.task).build_model(cfg.model)
+
+
+@pytest.fixture(scope="module")
+def row_data(tmp_path_factory):
+    """Dictionaries laid out as summ-prepare writes them (regular characters, the full stop, OOV markers)."""
+    from conftest import tiny_dictionary
+
+    data = tmp_path_factory.mktemp("row_data")
+    dictionary = tiny_dictionary("的 是 一 了 。 ， 在", num_markers=5)
+    for lang in ("src", "tgt"):
+        dictionary.save(str(data / f"dict.{lang}.txt"))
+    return data
+
+
+def shapes(model) -> dict:
+    return {name: tuple(parameter.shape) for name, parameter in model.named_parameters()}
+
+
+def test_paulus_row_builds_the_stated_model(row_data):
+    """The SIZES options override pgn_lstm_paulus2017's own sizes (emb 100, encoder 2 x 200, decoder 400): emb 128,
+    encoder 2 x 256, decoder 256, with every Paulus option on and no coverage or input feeding."""
+    from fairseq_plugins.modules.readouts import PaulusReadout
+
+    model = build_row("pgn_lstm_paulus2017", row_data)
+    got = shapes(model)
+    expected = {
+        "encoder.embed_tokens.weight": (7 + 4 + 5, 128),  # specials, 7 words, 5 markers
+        "encoder.lstm.weight_ih_l0": (4 * 256, 128), "encoder.lstm.weight_hh_l0_reverse": (4 * 256, 256),
+        "decoder.embed_tokens.weight": (16, 128),
+        "decoder.lstm.weight_ih_l0": (4 * 256, 128),  # the previous word's embedding only: no input feeding
+        "decoder.lstm.weight_hh_l0": (4 * 256, 256),
+        "decoder.attention.weight": (256, 512),  # W^e_attn, intra-temporal (eqs 1-5)
+        "decoder.intra_attention.weight": (256, 256),  # W^d_attn (eqs 6-8)
+        "decoder.output_projection.proj": (128, 1024),  # W_proj of tanh(W_emb W_proj), [h; c^e; c^d] (eq 13)
+        "decoder.readout.switch.proj.weight": (1, 1024),  # eq 11
+    }
+    assert {key: got.get(key) for key in expected} == expected
+    decoder = model.decoder
+    assert isinstance(decoder.readout, PaulusReadout) and not decoder.feeds_back and decoder.intra_temporal
+    assert decoder.copy and not decoder.coverage and "decoder.output_projection.weight" not in got
+    assert not any("coverage" in key for key in got)
+    assert flops.paulus_readout_size(flops.Sizes()) == 1024  # the count's sizes are the model's
+
+
+def test_dca_row_builds_the_stated_model(row_data):
+    """emb 128, agent BiLSTMs 2 x 256 projected to 256, M = 3 agents split at the full stop, K = 2, decoder 256."""
+    model = build_row("dca_lstm", row_data)
+    got = shapes(model)
+    expected = {
+        "encoder.agents.local.forward_lstm.weight_ih_l0": (4 * 256, 128),
+        "encoder.agents.local.backward_lstm.weight_hh_l0": (4 * 256, 256),
+        "encoder.agents.local.projection.weight": (256, 512),
+        "encoder.agents.contextual.1.forward_lstm.weight_ih_l0": (4 * 256, 256),
+        "encoder.agents.combine.1.message.weight": (256, 256),
+        "decoder.lstm.weight_ih_l0": (4 * 256, 128), "decoder.lstm.weight_hh_l0": (4 * 256, 256),
+        "decoder.word_attention.key_proj.weight": (256, 256), "decoder.agent_attention.query_proj.weight": (256, 256),
+        "decoder.pre_output.weight": (256, 256 + 2 * 256),  # [s_t; c*_t; c*_{t-1}]
+        "decoder.switch.proj.weight": (1, 256 + 256 + 128),
+    }
+    assert {key: got.get(key) for key in expected} == expected
+    encoder = model.encoder
+    assert encoder.num_agents == throughput.DCA_AGENTS == 3 and len(encoder.agents.contextual) == throughput.DCA_LAYERS
+    assert encoder.split == "sentences" and encoder.dictionary.index("。") in encoder.boundaries.tolist()
+    assert "encoder.agents.combine.0.v1.weight" not in got and model.decoder.copy
+
+
+def test_model_flops_of_the_new_rows(row_data):
+    counts = throughput.model_flops(row_data)
+    regular = 4 + 7  # the output layer's rows: everything before the first marker
+    assert counts["pgn_lstm_paulus2017"].per_batch == {"output matrix": 2 * regular * 128 * 1024}
+    assert counts["pgn_lstm_paulus2017"].per_pair(10, 5) == flops.paulus_forward(flops.Sizes(vocab=regular), 10, 5)
+    assert counts["dca_lstm"].per_pair(10, 5) == flops.dca_lstm_forward(flops.Sizes(vocab=regular), 10, 5, 3, 2)
+    assert not counts["dca_lstm"].per_batch and not counts["pgn_lstm"].per_batch
 
 
 # ---------------------------------------------------------------------------------------------- OpenNMT-py peer
@@ -199,6 +359,40 @@ def test_blocking_rows_command_lines():
         bench_args(lengths="fixed,longest")
 
 
+def test_new_rows_command_lines():
+    args = bench_args()
+    for name, expected in (("pgn_lstm_paulus2017", "--arch pgn_lstm_paulus2017 --criterion focal_copy_coverage "
+                                                   "--coverage-lambda 0"),
+                           ("dca_lstm", "--arch dca_lstm --num-agents 3 --contextual-layers 2 --criterion "
+                                        "semantic_cohesion --cohesion-lambda 0.1 --coverage-lambda 0")):
+        train = " ".join(map(str, throughput.fairseq_train_command(name, args, Path("bin"), Path("m"))))
+        assert f"--task summarization {expected} {' '.join(throughput.SIZES)} --optimizer adam" in train
+        assert "--max-tokens 4000 --max-update 60" in train and "--agent-boundaries" not in train  # the default
+        decode = " ".join(map(str, throughput.fairseq_decode_command(name, args, Path("s"), Path("m"), 40, 3)))
+        assert "--task summarization" in decode and "--block-ngram-repeat 3" in decode and "--beam 5" in decode
+        assert "--path m/checkpoint_last.pt" in decode and "--min-len 40" in decode
+
+
+def test_row_selection_and_the_rl_call(tmp_path):
+    assert throughput.parse_args([]).models == ["lstm", "pgn_lstm"]
+    assert throughput.parse_args(["--all-models"]).models == [
+        "lstm", "pgn_lstm", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm"]
+    assert throughput.parse_args(["--models", "pgn_lstm,dca_lstm", "--rl"]).models == ["pgn_lstm", "dca_lstm"]
+    for wrong in (["--models", "pgn_lstm,transformer"], ["--models", "lstm", "--rl"], ["--rl", "--rl-batches", "0"],
+                  ["--rl", "--rl-checkpoint", str(tmp_path / "missing.pt")]):
+        with pytest.raises(SystemExit):
+            throughput.parse_args(wrong)
+    args = throughput.parse_args(["--rl", "--repeats", "3", "--max-len-b", "30", "--max-tokens", "2000",
+                                  "--work", str(tmp_path)])
+    assert throughput.rl_call(args, Path("bin")) == dict(
+        data_bin=Path("bin"), arch="pgn_lstm", checkpoint=tmp_path / "models" / "pgn_lstm" / "checkpoint_last.pt",
+        extra=throughput.SIZES, rl_args=["--rl-max-len-b", "30"], ml_args=["--focal-alpha", "1", "--focal-gamma", "0"],
+        batches=10, rounds=3, max_tokens=2000)
+    (tmp_path / "ml.pt").write_bytes(b"")
+    args = throughput.parse_args(["--models", "lstm", "--rl", "--rl-checkpoint", str(tmp_path / "ml.pt")])
+    assert throughput.rl_call(args, Path("bin"))["checkpoint"] == tmp_path / "ml.pt"
+
+
 def test_repeated_trigrams():
     assert throughput.repeated_trigram_percent([["a", "b", "c", "a", "b", "c"], ["x", "y"]]) == pytest.approx(25.0)
     assert throughput.repeated_trigram_percent([]) == 0.0
@@ -246,13 +440,63 @@ def test_report_ratios_and_targets():
     assert "blocks nothing on a CPU in fairseq 0.12.x" in text
 
 
-# ---------------------------------------------------------------------------------------------- one tiny run
+def test_report_of_the_new_rows_and_the_rl_row():
+    machine = {"description": "CPU: test", "caches": "L2 1 MiB per CPU", "peak_gflops": 100.0, "peak_sizes": [2048],
+               "peak_before": 100.0, "peak_after": 100.0}
+    results = synthetic_results()
+    results["pgn_lstm_paulus2017"] = dict(results["pgn_lstm"], train_wps=1500.0,
+                                          train_flop_shares={"encoder": 0.4, "output layer": 0.35, "x": 0.2, "y": 0.05})
+    results["dca_lstm"] = dict(results["pgn_lstm"], train_wps=700.0)
+    rl = {"ml": {"updates_per_s": 4.0, "summaries_per_s": 160.0, "target_words_per_s": 3000.0},
+          "rl": {"updates_per_s": 1.6, "summaries_per_s": 64.0, "target_words_per_s": 1200.0}, "ratio": 2.5,
+          "rl_phases": {"decode": 0.25, "reward": 0.0125, "ml_forward": 0.05, "rl_forward": 0.05,
+                        "backward_step": 0.2},
+          "ml_seconds_per_update": 0.25, "sample_len": 30.0, "greedy_len": 20.0, "reference_len": 20.0,
+          "batches": 10, "rounds": 3, "checkpoint": "m/pgn_lstm/checkpoint_last.pt", "max_len_b": 40}
+    text = throughput.report(results, bench_args(), Path("bin"), "valid", 200, machine, [], rl)
+    lines = set(text.splitlines())
+    for expected in (
+            "ratio pgn_lstm_paulus2017 / pgn_lstm, training words/s: 0.75 (target >= 0.8: MISSED)",
+            "ratio dca_lstm / pgn_lstm, training words/s (no target): 0.35",
+            "ratio self_critical_rouge / ML update of pgn_lstm, seconds per update: 2.50 (target <= 3: met)",
+            "an RL update's time: decode 250 ms (40%), reward 12 ms (2%), ml_forward 50 ms (8%), rl_forward 50 ms "
+            "(8%), backward_step 200 ms (32%), other 62 ms (10%)",
+            "mean summary tokens: sample y^s 30.0, greedy y^g 20.0, reference 20.0",
+            "pgn_lstm_paulus2017 encoder 40%, output layer 35%, x 20%, y 5%"):
+        assert expected in lines, (expected, text)
+    assert re.search(r"^self_critical_rouge\s+1\.60\s+64\.0\s+1200\s+0\.625$", text, re.M), text
+    assert re.search(r"^pgn_lstm_paulus2017\s+1500\.0\s+43\.00 .* 0\.75$", text, re.M), text
+    assert "samples are longer than the references" in text  # 30 > 1.2 x 20
+    rl["ratio"] = 3.5
+    text = throughput.report(results, bench_args(), Path("bin"), "valid", 200, machine, [], rl)
+    assert "ratio self_critical_rouge / ML update of pgn_lstm, seconds per update: 3.50 (target <= 3: MISSED)" in text
+
+
+# ---------------------------------------------------------------------------------------------- tiny runs
 @pytest.fixture(scope="module")
-def bench(shared_data, tmp_path_factory):
-    work = tmp_path_factory.mktemp("bench")
+def bench_work(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench")
+
+
+@pytest.fixture(scope="module")
+def bench(shared_data, bench_work):
+    work = bench_work
     result = run([sys.executable, "scripts/bench/throughput.py", "--updates", "3", "--decode-sentences", "10",
                   "--max-tokens", "1500", "--max-len-b", "12", "--lengths", "fixed", "--device", "cpu",
                   "--work", work, "--repeats", "2", "--peak-sizes", "256", "--json", work / "figures.json"])
+    return result.stdout, json.loads((work / "figures.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def bench_new_rows(bench, bench_work, tmp_path_factory):
+    """The --all-models rows Paulus and dca_lstm with pgn_lstm, and the RL row, once, on the LCSTS data the first
+    tiny run prepared."""
+    work = tmp_path_factory.mktemp("bench_new_rows")
+    result = run([sys.executable, "scripts/bench/throughput.py", "--models", "pgn_lstm,pgn_lstm_paulus2017,dca_lstm",
+                  "--rl", "--rl-batches", "2", "--updates", "3", "--decode-sentences", "8", "--max-tokens", "1500",
+                  "--max-len-b", "12", "--lengths", "fixed", "--device", "cpu", "--repeats", "1",
+                  "--data-bin", bench_work / "lcsts_char" / "bin", "--work", work, "--peak-sizes", "256",
+                  "--json", work / "figures.json"])
     return result.stdout, json.loads((work / "figures.json").read_text())
 
 
@@ -288,3 +532,33 @@ def test_tiny_run_reports_every_figure(bench):
 def test_old_name_runs_the_same_benchmark():
     result = run([sys.executable, "scripts/bench/train_throughput.py", "--help"])
     assert "--decode-sentences" in result.stdout and "--peers" in result.stdout
+
+
+def test_tiny_run_of_the_new_rows_and_the_rl_row(bench_new_rows):
+    stdout, figures = bench_new_rows
+    assert list(figures["models"]) == ["pgn_lstm", "pgn_lstm_paulus2017", "dca_lstm"]
+    for name, model in figures["models"].items():
+        assert model["train_wps"] > 0 and model["train_mfu"] > 0
+        for blocked in ("", "_blocked"):
+            assert model[f"fixed{blocked}_decode_sentences"] == 8 and model[f"fixed{blocked}_hyp_len"] == 13.0
+        assert model["fixed_blocked_rep3"] == 0.0  # the project's blocking works for every architecture
+        assert sum(model["train_flop_shares"].values()) == pytest.approx(1.0)
+    models = figures["models"]
+    assert "output matrix (per batch)" in models["pgn_lstm_paulus2017"]["train_flop_shares"]
+    assert models["dca_lstm"]["train_mflop_per_token"] > models["pgn_lstm"]["train_mflop_per_token"]  # 3 layers
+    found = re.search(r"^ratio pgn_lstm_paulus2017 / pgn_lstm, training words/s: ([\d.]+) \(target >= 0\.8: "
+                      r"(met|MISSED)\)$", stdout, re.M)
+    ratio = models["pgn_lstm_paulus2017"]["train_wps"] / models["pgn_lstm"]["train_wps"]
+    assert found and float(found.group(1)) == pytest.approx(ratio, abs=0.006), stdout
+    assert (found.group(2) == "met") == (round(ratio, 2) >= 0.8)
+    assert re.search(r"^ratio dca_lstm / pgn_lstm, training words/s \(no target\): [\d.]+$", stdout, re.M), stdout
+    rl = figures["rl"]
+    assert rl["batches"] == 2 and rl["rounds"] == 1 and rl["max_len_b"] == 12
+    assert rl["checkpoint"].endswith("models/pgn_lstm/checkpoint_last.pt")
+    assert rl["ratio"] == pytest.approx(rl["ml"]["updates_per_s"] / rl["rl"]["updates_per_s"])
+    assert 0 < rl["sample_len"] <= 13 and set(rl["rl_phases"]) == {"decode", "reward", "ml_forward", "rl_forward",
+                                                                   "backward_step"}
+    found = re.search(r"^ratio self_critical_rouge / ML update of pgn_lstm, seconds per update: ([\d.]+) "
+                      r"\(target <= 3: (met|MISSED)\)$", stdout, re.M)
+    assert found and float(found.group(1)) == pytest.approx(rl["ratio"], abs=0.006), stdout
+    assert re.search(r"^an RL update's time: decode \d+ ms \(\d+%\), reward", stdout, re.M), stdout

@@ -71,7 +71,14 @@ from fairseq_plugins.modules.agent_split import split_agents
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.copy_mixture import GenerationSwitch, merge_copy_sources
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
-from fairseq_plugins.modules.factories import LSTM, Linear, add_embedding_args, build_embeddings, flush_denormals
+from fairseq_plugins.modules.factories import (
+    LSTM,
+    Linear,
+    add_embedding_args,
+    build_embeddings,
+    common_defaults,
+    flush_denormals,
+)
 from fairseq_plugins.modules.step_state import StepStateDecoder
 from fairseq_plugins.text.markers import first_marker_index
 
@@ -174,16 +181,11 @@ class DCADecoder(StepStateDecoder):
         if init_cell not in INIT_CELL:
             raise ValueError(f"unknown --decoder-init-cell {init_cell!r} (choose from {', '.join(INIT_CELL)})")
         embed_dim = embed_tokens.embedding_dim
-        self.num_regular = num_regular or len(dictionary)
-        self.embed_tokens = embed_tokens
-        self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.init_target_side(embed_tokens, num_regular, dropout_in, dropout_out, max_positions)
         self.hidden_size = hidden_size
         self.encoder_hidden = encoder_hidden
         self.copy = copy
         self.contextual_agent_attention = contextual_agent_attention
-        self.max_target_positions = max_positions
 
         self.init_hidden = Linear(encoder_hidden, hidden_size) if encoder_hidden != hidden_size else None
         self.init_cell = Linear(2 * encoder_hidden, hidden_size) if init_cell == "agent" else None
@@ -269,9 +271,6 @@ class DCADecoder(StepStateDecoder):
         if self.share_input_output_embed:
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])
         return self.output_projection(features)
-
-    def max_positions(self):
-        return self.max_target_positions
 
 
 @register_model("dca_lstm")
@@ -365,15 +364,7 @@ def base_architecture(args):
     args.no_contextual_agent_attention = getattr(args, "no_contextual_agent_attention", False)
     args.no_copy = getattr(args, "no_copy", False)
     args.decoder_init_cell = getattr(args, "decoder_init_cell", "agent")
-    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
-    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
-    args.encoder_embed_path = getattr(args, "encoder_embed_path", None)
-    args.decoder_embed_path = getattr(args, "decoder_embed_path", None)
-    args.embed_format = getattr(args, "embed_format", "auto")
-    args.encoder_freeze_embed = getattr(args, "encoder_freeze_embed", False)
-    args.decoder_freeze_embed = getattr(args, "decoder_freeze_embed", False)
-    args.dropout_in = getattr(args, "dropout_in", args.dropout)
-    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+    common_defaults(args)
 
 
 @register_model_architecture("dca_lstm", "dca_lstm_celikyilmaz2018")

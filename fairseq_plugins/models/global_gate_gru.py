@@ -71,6 +71,7 @@ from fairseq_plugins.modules.factories import (
     Linear,
     add_embedding_args,
     build_embeddings,
+    common_defaults,
     flush_denormals,
 )
 from fairseq_plugins.modules.maxout import Maxout
@@ -183,15 +184,10 @@ class GlobalGateDecoder(StepStateDecoder):
                  share_input_output_embed=False, num_regular=None, copy=False, max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
         embed_dim = embed_tokens.embedding_dim
-        self.num_regular = num_regular or len(dictionary)
-        self.embed_tokens = embed_tokens
-        self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.init_target_side(embed_tokens, num_regular, dropout_in, dropout_out, max_positions)
         self.hidden_size = hidden_size
         self.global_encoding = global_encoding
         self.copy = copy
-        self.max_target_positions = max_positions
 
         self.init_state = Linear(encoder_output_units, hidden_size)  # W_d, b_d   (eq 10)
         self.cell = GRUCell(embed_dim + encoder_output_units, hidden_size)  # eq 11
@@ -272,9 +268,6 @@ class GlobalGateDecoder(StepStateDecoder):
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])  # ... x V_reg
         return self.output_projection(features)  # ... x V_reg
 
-    def max_positions(self):
-        return self.max_target_positions
-
 
 @register_model("global_gate_gru")
 class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
@@ -347,11 +340,8 @@ def base_architecture(args):
     args.attention_dim = getattr(args, "attention_dim", None)
     args.no_selective_gate = getattr(args, "no_selective_gate", False)
     args.no_global_encoding = getattr(args, "no_global_encoding", False)
-    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
-    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
     args.copy = getattr(args, "copy", False)
-    args.dropout_in = getattr(args, "dropout_in", args.dropout)
-    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+    common_defaults(args)
 
 
 @register_model_architecture("global_gate_gru", "global_gate_gru_song2020")

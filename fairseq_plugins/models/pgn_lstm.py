@@ -76,6 +76,7 @@ from fairseq_plugins.modules.factories import (
     LSTMCell,
     add_embedding_args,
     build_embeddings,
+    common_defaults,
     flush_denormals,
 )
 from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
@@ -210,12 +211,8 @@ class PGNDecoder(StepStateDecoder):
         check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
                       shared_output_projection)
         embed_dim = embed_tokens.embedding_dim
-        self.num_regular = num_regular or len(dictionary)
-        self.embed_tokens = embed_tokens
+        self.init_target_side(embed_tokens, num_regular, dropout_in, dropout_out, max_positions)
         self.embed_norm = EmbeddingNorm(embed_dim, embed_norm)
-        self.as_unk = MarkerAsUnk(self.num_regular, dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.copy = copy
@@ -224,7 +221,6 @@ class PGNDecoder(StepStateDecoder):
         if not 0.0 <= own_prediction_prob <= 1.0:
             raise ValueError(f"--own-prediction-prob must be in [0, 1], not {own_prediction_prob}")
         self.own_prediction_prob = own_prediction_prob
-        self.max_target_positions = max_positions
 
         # Initial state from the encoder's final states (the reference code's "reduce states").
         self.reduce_hidden = Linear(encoder_output_units, hidden_size)
@@ -411,9 +407,6 @@ class PGNDecoder(StepStateDecoder):
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])
         return self.output_projection(features)
 
-    def max_positions(self):
-        return self.max_target_positions
-
 
 def check_options(coverage_attention: bool, intra_temporal: bool, share_input_output_embed: bool,
                   shared_output_projection: bool) -> None:
@@ -545,21 +538,13 @@ def base_architecture(args):
     args.no_copy = getattr(args, "no_copy", False)
     args.no_coverage = getattr(args, "no_coverage", False)
     args.no_coverage_attention = getattr(args, "no_coverage_attention", False)
-    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
-    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
     args.decoder_readout = getattr(args, "decoder_readout", "see")
     args.intra_temporal_attention = getattr(args, "intra_temporal_attention", False)
     args.intra_decoder_attention = getattr(args, "intra_decoder_attention", False)
     args.shared_output_projection = getattr(args, "shared_output_projection", False)
     args.own_prediction_prob = getattr(args, "own_prediction_prob", 0.0)
-    args.encoder_embed_path = getattr(args, "encoder_embed_path", None)
-    args.decoder_embed_path = getattr(args, "decoder_embed_path", None)
-    args.embed_format = getattr(args, "embed_format", "auto")
-    args.encoder_freeze_embed = getattr(args, "encoder_freeze_embed", False)
-    args.decoder_freeze_embed = getattr(args, "decoder_freeze_embed", False)
     args.embed_norm = getattr(args, "embed_norm", False)
-    args.dropout_in = getattr(args, "dropout_in", args.dropout)
-    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+    common_defaults(args)
 
 
 @register_model_architecture("pgn_lstm", "pgn_lstm_small")

@@ -109,6 +109,16 @@ def add_embedding_args(parser, pretrained: bool = False) -> None:
     # fmt: on
 
 
+def common_defaults(args) -> None:
+    """Defaults of the options every model of the project has (set ``args.dropout`` first): embedding sharing
+    and the dropouts on the embeddings and on the recurrent outputs.  The pretrained-embedding options need no
+    default: ``build_embeddings`` reads them only where a model has them."""
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", False)
+    args.dropout_in = getattr(args, "dropout_in", args.dropout)
+    args.dropout_out = getattr(args, "dropout_out", args.dropout)
+
+
 def build_embeddings(args, src_dict, tgt_dict) -> Tuple[nn.Embedding, nn.Embedding]:
     """(encoder_embed, decoder_embed) from a model's options; the same module twice with
     ``--share-all-embeddings``.

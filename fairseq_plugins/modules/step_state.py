@@ -9,10 +9,12 @@ beam-search step.  ``StepStateDecoder`` does both for a decoder whose state is o
 from typing import Dict, List, Optional, Tuple
 
 import torch
+import torch.nn as nn
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
 from fairseq_plugins.modules import beam_reorder  # reorder_rows looked up at call time (tests can patch it)
+from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk
 from fairseq_plugins.modules.step_gradient import share_across_steps
 
 STATE_KEY = "state"
@@ -30,6 +32,21 @@ class StepStateDecoder(FairseqIncrementalDecoder):
 
     state_batch_dims: Dict[str, int] = {}
     state_source_only: Tuple[str, ...] = ("keys",)
+
+    def init_target_side(self, embed_tokens: nn.Embedding, num_regular: Optional[int], dropout_in: float,
+                         dropout_out: float, max_positions: int) -> None:
+        """The members every decoder of the project has: the target embeddings (``as_unk`` reads a per-document
+        marker as ``<unk>``), the regular vocabulary size (the first marker's id; default: the whole
+        dictionary), the input and output dropouts and the maximum target length."""
+        self.num_regular = num_regular or len(self.dictionary)
+        self.embed_tokens = embed_tokens
+        self.as_unk = MarkerAsUnk(self.num_regular, self.dictionary.unk())
+        self.dropout_in = nn.Dropout(dropout_in)
+        self.dropout_out = nn.Dropout(dropout_out)
+        self.max_target_positions = max_positions
+
+    def max_positions(self):
+        return self.max_target_positions
 
     def initial_state(self, encoder_out) -> Dict[str, Tensor]:
         raise NotImplementedError

@@ -11,9 +11,12 @@ What is counted (forward pass of one document pair: S source tokens, T target to
   * each term computed once where the model's equations allow it: the attention's keys W_h h_i + b are a
     per-document product (OpenNMT-py 3.5.1 recomputes them at every decoder step; that repeated work is not
     model work, so it shows as lost utilisation).
-What is not counted: biases, gate nonlinearities and cell updates of the LSTMs, softmaxes, dropout, the losses
-and the optimizer: all O(H) or O(V) per token, against O(H^2) and O(H V) for the products; together under 1%
-of the total at the benchmark's sizes (emb 128, hidden 256, vocabulary about 4,000).
+  * products computed once per batch whatever its size (Paulus et al.'s tied output matrix): counted once per
+    batch of the training epoch, as fairseq batches it with --max-tokens (``batch_count``).
+What is not counted: biases, gate nonlinearities and cell updates of the LSTMs, softmaxes (the intra-temporal
+attention's running log-sum-exp is one, O(S) per step), dropout, the losses and the optimizer: all O(H), O(S) or
+O(V) per token, against O(H^2), O(S H) and O(H V) for the products; together under 1% of the total at the
+benchmark's sizes (emb 128, hidden 256, vocabulary about 4,000).
 The backward pass is counted as twice the forward pass (one product for the input gradient and one for the
 weight gradient per forward product), so one update = 3 x forward.
 
@@ -32,6 +35,40 @@ A attention, O readout, V output vocabulary):
     readout          T x 2(H + C)O                             (V [s_t; h*_t] + b, eq 4)
     output layer     T x 2OV                                   (V', eq 4)
     copy switch      T x 2(C + H + E)                          (p_gen, eq 8)
+  pgn_lstm_paulus2017 (Paulus et al.: intra-temporal and intra-decoder attention, readout f_t = [s_t; c^e_t; c^d_t]
+  of size D = 2H + C, copy, tied output matrix, no coverage, no input feeding; pgn_lstm.py and
+  modules/temporal_attention.py, intra_decoder_attention.py, readouts.py, shared_projection.py)
+    encoder          2 directions x S x 2*4He(E + He)
+    initial state    2 x 2CH                                   (reduce_hidden, reduce_cell)
+    attention keys   S x 2CH                                   (W^e_attn h^e_i, once per source, eq 2)
+    decoder LSTM     T x 2*4H(E + H)                           (input: the previous word's embedding only)
+    attention scores T x S x 2H                                (e_ti = s_t . W^e_attn h^e_i, eqs 1-2; the temporal
+                                                                normalisation, eqs 3-4, is a softmax: not counted)
+    context          T x S x 2C                                (c^e_t, eq 5)
+    intra-decoder    query (T-1) x 2HH                         (q_t = s_t^T W^d_attn for t >= 2: c^d_1 = 0)
+                     scores and context T(T-1)/2 x (2H + 2H)   (the pairs t' < t only, eqs 6-8; the code computes
+                                                                the (T-1) x (T-1) square under a causal mask)
+    output layer     T x 2DV                                   (W_out f_t + b_out, eq 9)
+    copy switch      T x 2D                                    (eq 11)
+    per batch:  output matrix 2VED                             (W_out = tanh(W_emb W_proj), eq 13, once per
+                                                                forward call: per batch, not per document)
+  dca_lstm (Celikyilmaz et al.: M agents, K contextual layers; H = agent state = each BiLSTM direction, Hd
+  decoder; dca_lstm.py, modules/agent_encoder.py, agent_attention.py).  S counts the tokens of all agents: the
+  split moves tokens between agents, it adds none, and each agent's LSTMs run over its own tokens only
+    local layer      2 directions x S x 2*4H(E + H), projection W1: S x 2(2H)H
+    contextual layer (each of K) combination S x 2HH (W3 h) + M x 2HH (W4 z, once per agent),
+                     2 directions x S x 2*4H(H + H), projection W2: S x 2(2H)H
+    initial state    2(2H)Hd                                   (decoder cell from the first agent's final cells;
+                                                                + 2HHd for s_0 when Hd != H)
+    decoder LSTM     T x 2*4Hd(E + Hd)
+    word attention   keys S x 2HA (W5 h, once per source); query T x 2HdA (W6 s_t);
+                     scores T x S x (A + A + 2A) (+ q, tanh, v2^T; ~eq 8); contexts c_a^t T x S x 2H (~eq 9)
+    agent attention  keys T x M x 2HA (W7 c_a^t); query T x 2HdA (W8 s_t); scores T x M x (A + A + 2A) (~eq 10);
+                     document context T x M x 2H (~eq 11)
+    readout          T x 2(Hd + 2H)O                           (V [s_t; c*_t; c*_{t-1}] + b, ~eqs 12-13)
+    output layer     T x 2OV
+    copy switch      T x (M x 2H + 2Hd + 2E)                   (p_a = sigmoid(v5 c_a + v6 s_t + v7 y_t + b), ~eq 14:
+                                                                v6 s_t and v7 y_t once per step, not per agent)
   fairseq lstm (--encoder-bidirectional, input feeding, dot-product attention; fairseq/models/lstm.py)
     encoder          as above;  initial state 2 x 2CH (encoder_hidden_proj, encoder_cell_proj)
     decoder LSTM     T x 2*4H(E + H + H)                       (input = [embedding; previous output])
@@ -47,11 +84,12 @@ A attention, O readout, V output vocabulary):
     context          T x S x 2D;  attention output T x 2(2D)D (linear_out)
     output layer     T x 2DV;  copy switch T x 2D (with -copy_attn)
 
-    python scripts/bench/flops.py [--data-bin runs/bench/lcsts_char/bin]   # FLOPs per target token per model
+    python scripts/bench/flops.py [--data-bin runs/bench/lcsts_char/bin] [--max-tokens 4000]
+                                                                 # FLOPs per target token per model
 """
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Tuple
 
@@ -101,6 +139,69 @@ def pgn_lstm_forward(s: Sizes, src_len, tgt_len, copy: bool = True, coverage: bo
     return parts
 
 
+def paulus_readout_size(s: Sizes) -> int:
+    """D, the size of Paulus et al.'s readout [s_t; c^e_t; c^d_t]: decoder state, encoder context, decoder context."""
+    return s.decoder_hidden + s.context + s.decoder_hidden
+
+
+def paulus_forward(s: Sizes, src_len, tgt_len) -> Dict[str, float]:
+    """pgn_lstm_paulus2017's options (module docstring): per document pair.  ``s.attention`` and ``s.out_embed``
+    are unused (the bilinear attentions have no inner size, the readout no projection)."""
+    E, C, H, V = s.embed, s.context, s.decoder_hidden, s.vocab
+    D = paulus_readout_size(s)
+    S, T = src_len, tgt_len
+    pairs = T * (T - 1) / 2  # (t, t') with t' < t: what the intra-decoder attention attends over
+    return {
+        "encoder": 2 * lstm_layer(S, E, s.encoder_hidden),
+        "initial state": 2 * 2 * C * H,
+        "attention keys": S * 2 * C * H,
+        "decoder LSTM": lstm_layer(T, E, H),
+        "attention scores": T * S * 2 * H,
+        "context": T * S * 2 * C,
+        "intra-decoder query": (T - 1) * 2 * H * H,
+        "intra-decoder scores": pairs * 2 * H,
+        "intra-decoder context": pairs * 2 * H,
+        "output layer": T * 2 * D * V,
+        "copy switch": T * 2 * D,
+    }
+
+
+def paulus_per_batch(s: Sizes) -> Dict[str, float]:
+    """The tied output matrix W_out = tanh(W_emb W_proj) (eq 13), computed once per training forward call."""
+    return {"output matrix": 2 * s.vocab * s.embed * paulus_readout_size(s)}
+
+
+def dca_lstm_forward(s: Sizes, src_len, tgt_len, agents: int = 3, contextual_layers: int = 2,
+                     contextual_agent_attention: bool = True, copy: bool = True) -> Dict[str, float]:
+    """dca_lstm (module docstring): per document pair.  ``s.encoder_hidden`` is H, the agent state size (each
+    BiLSTM direction, and the projection of the two); ``s.context`` is unused."""
+    E, H, Hd, A, O, V = s.embed, s.encoder_hidden, s.decoder_hidden, s.attention, s.out_embed, s.vocab
+    S, T, M, K = src_len, tgt_len, agents, contextual_layers
+    readout_in = Hd + H * (2 if contextual_agent_attention else 1)  # [s_t; c*_t; c*_{t-1}]
+    parts = {
+        "local BiLSTM": 2 * lstm_layer(S, E, H),
+        "local projection": S * 2 * 2 * H * H,
+        "message combination": K * (S * 2 * H * H + M * 2 * H * H),
+        "contextual BiLSTMs": K * 2 * lstm_layer(S, H, H),
+        "contextual projections": K * S * 2 * 2 * H * H,
+        "initial state": 2 * 2 * H * Hd + (2 * H * Hd if H != Hd else 0),
+        "decoder LSTM": lstm_layer(T, E, Hd),
+        "word attention keys": S * 2 * H * A,
+        "word attention query": T * 2 * Hd * A,
+        "word attention scores": T * S * (A + A + 2 * A),
+        "agent contexts": T * S * 2 * H,
+        "agent attention keys": T * M * 2 * H * A,
+        "agent attention query": T * 2 * Hd * A,
+        "agent attention scores": T * M * (A + A + 2 * A),
+        "document context": T * M * 2 * H,
+        "readout": T * 2 * readout_in * O,
+        "output layer": T * 2 * O * V,
+    }
+    if copy:
+        parts["copy switch"] = T * (M * 2 * H + 2 * Hd + 2 * E)
+    return parts
+
+
 def fairseq_lstm_forward(s: Sizes, src_len, tgt_len) -> Dict[str, float]:
     E, C, H, V = s.embed, s.context, s.decoder_hidden, s.vocab
     S, T = src_len, tgt_len
@@ -143,15 +244,68 @@ def update_flops(forward: Dict[str, float]) -> float:
     return 3 * sum(forward.values())
 
 
-def flops_per_target_token(forward: Callable[..., Dict[str, float]], pairs: Tuple[np.ndarray, np.ndarray]) -> float:
+def flops_per_target_token(forward: Callable[..., Dict[str, float]], pairs: Tuple[np.ndarray, np.ndarray],
+                           per_batch: Dict[str, float] = None, batches: int = 0) -> float:
     """Training FLOPs per target token over document pairs (source lengths, target lengths): the work of the
-    whole set divided by its target tokens, so that achieved FLOP/s = this x target tokens/s."""
+    whole set divided by its target tokens, so that achieved FLOP/s = this x target tokens/s.
+
+    per_batch: forward terms computed once per batch (default none); batches: how many batches the pairs make
+    (``batch_count``), needed with per_batch."""
     src_len, tgt_len = (np.asarray(x, dtype=np.float64) for x in pairs)
     if src_len.shape != tgt_len.shape or src_len.size == 0:
         raise ValueError("flops_per_target_token: need as many source as target lengths, at least one")
+    total = total_parts(forward, (src_len, tgt_len), per_batch, batches)
+    return update_flops(total) / float(tgt_len.sum())
+
+
+def total_parts(forward: Callable[..., Dict[str, float]], pairs: Tuple[np.ndarray, np.ndarray],
+                per_batch: Dict[str, float] = None, batches: int = 0) -> Dict[str, float]:
+    """Each forward term summed over the document pairs (and the batches they make, for per-batch terms)."""
+    src_len, tgt_len = (np.asarray(x, dtype=np.float64) for x in pairs)
+    if per_batch and batches <= 0:
+        raise ValueError("flops_per_target_token: per-batch terms need the number of batches (batches > 0)")
     parts = forward(src_len, tgt_len)  # per-document terms (the initial state) are scalars: one per pair
     total = {name: float(np.sum(np.broadcast_to(value, src_len.shape))) for name, value in parts.items()}
-    return update_flops(total) / float(tgt_len.sum())
+    for name, value in (per_batch or {}).items():
+        total[f"{name} (per batch)"] = batches * float(value)
+    return total
+
+
+@dataclass(frozen=True)
+class ModelCount:
+    """One benchmark row's forward FLOPs: ``per_pair(src_len, tgt_len)`` gives the terms of one document pair
+    (numpy arrays work: one value per pair), ``per_batch`` the terms computed once per batch."""
+
+    per_pair: Callable[..., Dict[str, float]]
+    per_batch: Dict[str, float] = field(default_factory=dict)
+
+    def per_target_token(self, pairs: Tuple[np.ndarray, np.ndarray], batches: int = 0) -> float:
+        return flops_per_target_token(self.per_pair, pairs, self.per_batch, batches)
+
+    def shares(self, pairs: Tuple[np.ndarray, np.ndarray], batches: int = 0) -> Dict[str, float]:
+        """Each term's share of the work over the pairs (fractions summing to 1), largest first."""
+        total = total_parts(self.per_pair, pairs, self.per_batch, batches)
+        whole = sum(total.values())
+        return dict(sorted(((name, value / whole) for name, value in total.items()), key=lambda kv: -kv[1]))
+
+
+def batch_count(pairs: Tuple[np.ndarray, np.ndarray], max_tokens: int) -> int:
+    """How many batches fairseq makes of these document pairs with --max-tokens (one epoch): its translation
+    dataset's order (by target, then source length; unshuffled here, which moves the count by a batch or so)
+    and ``data_utils.batch_by_size`` with a document costing max(source, target) tokens, padded to the longest
+    of its batch, and a batch-size multiple of 1 (the summarization task's)."""
+    from fairseq.data import data_utils
+
+    src_len, tgt_len = (np.asarray(x, dtype=np.int64) for x in pairs)
+    indices = np.arange(len(src_len), dtype=np.int64)
+    indices = indices[np.argsort(tgt_len[indices], kind="mergesort")]
+    indices = indices[np.argsort(src_len[indices], kind="mergesort")]
+    num_tokens = np.maximum(src_len, tgt_len)
+    if num_tokens.max(initial=0) > max_tokens:
+        raise ValueError(f"batch_count: a document of {num_tokens.max()} tokens does not fit --max-tokens {max_tokens}")
+    batches = data_utils.batch_by_size(indices, lambda i: int(num_tokens[i]), num_tokens_vec=num_tokens[indices],
+                                       max_tokens=max_tokens, required_batch_size_multiple=1)
+    return len(batches)
 
 
 def dataset_lengths(bin_dir: Path, split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
@@ -170,24 +324,30 @@ def dataset_lengths(bin_dir: Path, split: str = "train") -> Tuple[np.ndarray, np
 def describe(forward: Dict[str, float]) -> Iterable[str]:
     total = sum(forward.values())
     for name, value in sorted(forward.items(), key=lambda kv: -kv[1]):
-        yield f"  {name:<17} {value / 1e6:10.2f} MFLOP  {100 * value / total:5.1f}%"
+        yield f"  {name:<33} {value / 1e6:10.2f} MFLOP  {100 * value / total:5.1f}%"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-bin", type=Path, default=ROOT / "runs" / "bench" / "lcsts_char" / "bin")
+    parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch (for the per-batch terms)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from throughput import model_flops  # noqa: E402
 
     pairs = dataset_lengths(args.data_bin)
+    batches = batch_count(pairs, args.max_tokens)
     print(f"{args.data_bin}: {len(pairs[0])} training pairs, mean source {pairs[0].mean():.1f} and target "
-          f"{pairs[1].mean():.1f} tokens")
+          f"{pairs[1].mean():.1f} tokens, {batches} batches of --max-tokens {args.max_tokens}")
     mean_src, mean_tgt = float(pairs[0].mean()), float(pairs[1].mean())
-    for name, forward in model_flops(args.data_bin).items():
-        print(f"{name}: {flops_per_target_token(forward, pairs) / 1e6:.2f} MFLOP per target token (training); "
-              f"forward of a mean pair:")
-        for line in describe(forward(mean_src, mean_tgt)):
+    docs_per_batch = len(pairs[0]) / batches
+    for name, count in model_flops(args.data_bin).items():
+        print(f"{name}: {count.per_target_token(pairs, batches) / 1e6:.2f} MFLOP per target token (training); "
+              f"forward of a mean pair" + (" (per-batch terms shared by its batch's documents):"
+                                           if count.per_batch else ":"))
+        parts = dict(count.per_pair(mean_src, mean_tgt))
+        parts.update({f"{key} (per batch)": value / docs_per_batch for key, value in count.per_batch.items()})
+        for line in describe(parts):
             print(line)
 
 

@@ -11,10 +11,14 @@ and with --profile prints torch.profiler's operator table for a few of those ste
         [--batches 20] [--rounds 3] [--decode-sentences 100] [--block-ngram-repeat 3] [--profile]
         [--extra "--attention-dim 256"]
 
+Any row of throughput.py's MODELS can be named, the --all-models rows included: e.g. where the time of Paulus
+et al.'s options goes against pgn_lstm's, or of the agents:
+    python scripts/bench/profile_step.py --models pgn_lstm,pgn_lstm_paulus2017,dca_lstm --profile
+
 The models take turns over the same batches, round after round, so that a machine whose speed drifts (a
 virtual machine, another job) affects them alike.
 
-Model sizes and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).  Decoding uses the
+Model sizes, options and criterions are throughput.py's (emb 128, encoder 2 x 256, decoder 256).  Decoding uses the
 models as built (untrained), at fixed length; --block-ngram-repeat N decodes with and without the project's
 blocking, in turns, to show its cost.
 
@@ -99,10 +103,10 @@ class Trainer:
 
 
 def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool, blocks=(0,),
-                  rounds: int = 3):
+                  rounds: int = 3, name: str = "decoding"):
     """Beam search over the first SENTENCES of valid, fixed length MAX_LEN, once per n-gram blocking setting in
-    BLOCKS (0: off), the settings taking turns for ROUNDS rounds; prints the median sentences/s of each, and with
-    PROFILE the operator table of one batch per setting."""
+    BLOCKS (0: off), the settings taking turns for ROUNDS rounds; prints (labelled NAME) the median sentences/s of
+    each, and with PROFILE the operator table of one batch per setting."""
     task.load_dataset("valid")
     dataset = task.dataset("valid")
     samples = [dataset[i] for i in range(min(sentences, len(dataset)))]
@@ -126,12 +130,12 @@ def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, pro
             speeds[block].append(len(samples) / (time.perf_counter() - start))
     for block in blocks:
         label = f"blocking n={block}" if block else "no blocking"
-        print(f"decoding: {len(samples)} sentences, beam {beam}, length {max_len}, {label}: "
+        print(f"{name}: {len(samples)} sentences, beam {beam}, length {max_len}, {label}: "
               f"{statistics.median(speeds[block]):.2f} sentences/s (rounds "
               f"{', '.join(f'{x:.1f}' for x in speeds[block])})")
     if profile:
         for block, generator in generators.items():
-            print(f"profile of one batch, {'blocking n=%d' % block if block else 'no blocking'}:")
+            print(f"{name}: profile of one batch, {'blocking n=%d' % block if block else 'no blocking'}:")
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 task.inference_step(generator, [model], batches[0])
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
@@ -177,10 +181,9 @@ def main(argv=None):
                 trainers[name].profile(batches[1:4])
     if args.decode_sentences > 0:
         for name, (cfg, task, model, _) in built.items():
-            print(f"{name}: ", end="")
             blocks = (0, args.block_ngram_repeat) if args.block_ngram_repeat else (0,)
             time_decoding(cfg, task, model, args.decode_sentences, args.beam, args.max_len, args.profile, blocks,
-                          args.rounds)
+                          args.rounds, name=f"decoding {name}")
 
 
 if __name__ == "__main__":

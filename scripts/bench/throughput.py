@@ -18,24 +18,47 @@ trigram blocking, for fixed-length and for the models' own lengths, and prints:
   length, so the ratio compares the same number of decoding steps) and the models' own lengths (--min-len 1);
 - the targets, met or missed.
 
-Blocking: pgn_lstm and pgn_lstm_a512 use the project's ``--block-ngram-repeat N`` (--task summarization's
-generator).  ``lstm`` is decoded as fairseq ships it (``--task translation``, fairseq's SequenceGenerator) and
-blocks with fairseq's own ``--no-repeat-ngram-size N``, which blocks nothing on a CPU in fairseq 0.12.x (its
-NGramRepeatBlock reads the pad-filled token buffer; fairseq issue 5206): its repeated-trigram column shows it.
-OpenNMT-py blocks with ``-block_ngram_repeat N``.
+Blocking: pgn_lstm and the --all-models rows use the project's ``--block-ngram-repeat N`` (--task
+summarization's generator).  ``lstm`` is decoded as fairseq ships it (``--task translation``, fairseq's
+SequenceGenerator) and blocks with fairseq's own ``--no-repeat-ngram-size N``, which blocks nothing on a CPU in
+fairseq 0.12.x (its NGramRepeatBlock reads the pad-filled token buffer; fairseq issue 5206): its repeated-trigram
+column shows it.  OpenNMT-py blocks with ``-block_ngram_repeat N``.
 
 Peak memory: the kernel's peak resident set (os.wait4's rusage) of each training and decoding process; every
 toolkit runs with no data-loader worker process.  On a GPU this is host memory only.
 
     python scripts/bench/throughput.py [--updates 60] [--max-tokens 4000] [--decode-sentences 200]
         [--beam 5] [--max-len-b 40] [--lengths fixed,own | --min-len N] [--block-ngram-repeat 3]
-        [--batch-size 32] [--repeats N] [--peers onmt] [--onmt-hidden 512|256] [--all-models]
+        [--batch-size 32] [--repeats N] [--peers onmt] [--onmt-hidden 512|256] [--all-models | --models A,B]
+        [--rl [--rl-batches 10] [--rl-checkpoint FILE]]
         [--device auto|cpu|cuda] [--work runs/bench] [--data-bin DIR] [--decode-subset SPLIT] [--json FILE]
 
 --repeats N trains and decodes every model N times, the models taking turns, and reports medians (a single
-60-update run on a virtual machine varies by about 10%).  --all-models adds ``pgn_lstm_a512``, pgn_lstm with
-See et al.'s attention size 2 x 256.  --peers onmt installs OpenNMT-py into WORK/peers/onmt (peers/onmt.py
-says exactly what and why) or skips its rows with the reason.
+60-update run on a virtual machine varies by about 10%).  --peers onmt installs OpenNMT-py into WORK/peers/onmt
+(peers/onmt.py says exactly what and why) or skips its rows with the reason.
+
+--all-models adds three rows, trained and decoded like pgn_lstm (same sizes: the SIZES options override the
+presets' own sizes), each with its analytic FLOP count:
+  * ``pgn_lstm_a512``: pgn_lstm with See et al.'s attention size 2 x 256 (reported, no target);
+  * ``pgn_lstm_paulus2017``: Paulus et al.'s options (intra-temporal and intra-decoder attention, readout
+    [h; c^e; c^d], tied output matrix, copy, no coverage, no input feeding).  Issue 10's target: its training
+    words/s at least 0.8 x pgn_lstm's (copy + coverage);
+  * ``dca_lstm``: deep communicating agents, M = 3 agents split at the sentence ends (the default
+    --agent-boundaries: the full-width stops of the LCSTS characters), K = 2 contextual layers, agent states
+    and decoder 256, trained with semantic_cohesion (lambda 0.1).  Its ratio to pgn_lstm is printed without a
+    target (issue 12's speed target is the scale table of dca_scale.py).
+--models A,B runs exactly these fairseq rows instead (pgn_lstm, the reference of every ratio, is best kept).
+
+--rl adds the RL row (issue 11), measured after the other rows and in this process: one self_critical_rouge
+update against one ML update of pgn_lstm (focal_copy_coverage with alpha 1, gamma 0: See et al.'s NLL +
+coverage), the same model from the pgn_lstm row's checkpoint_last.pt (or --rl-checkpoint) on the same first
+--rl-batches training batches, taking turns batch by batch, --repeats timed rounds after a warm-up round
+(scripts/bench/reward_speed.py's ``compare_update_speed``).  It prints summaries/s and updates/s of both, where an
+RL update's time goes (decoding y^s and y^g, the reward, the ML and the sample's forward passes, backward + Adam
+step) and issue 11's target: an RL update costs at most 3 x an ML update.  RL samples are at most --max-len-b
+tokens; a checkpoint of a few dozen updates samples longer summaries than a trained one, so --rl-checkpoint with
+a trained model gives the realistic figure.  It is a flag of its own, not part of --all-models: it is no model
+row (in-process, another measurement, other columns), runs on the CPU only, and needs pgn_lstm's checkpoint.
 
 Default data: LCSTS PART_II from ../shared/data (Chinese characters; research use only, so it is read from
 there and never shipped), prepared once into WORK/lcsts_char with the project's pipeline; its valid split is
@@ -59,8 +82,8 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flops import Sizes, dataset_lengths, fairseq_lstm_forward, flops_per_target_token  # noqa: E402
-from flops import onmt_rnn_forward, pgn_lstm_forward  # noqa: E402
+from flops import ModelCount, Sizes, batch_count, dataset_lengths, dca_lstm_forward, fairseq_lstm_forward  # noqa
+from flops import onmt_rnn_forward, paulus_forward, paulus_per_batch, pgn_lstm_forward  # noqa: E402
 from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
 from peers import onmt  # noqa: E402
 
@@ -70,16 +93,32 @@ LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
 # emb 128, bidirectional encoder 2 x 256, decoder 256, one layer each, same dropout.
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",
          "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--dropout", "0.1"]
+DCA_AGENTS, DCA_LAYERS = 3, 2  # M and K of the dca_lstm row (the paper's)
 MODELS = {
     "lstm": ["--arch", "lstm", "--encoder-bidirectional", "--criterion", "cross_entropy"],
     "pgn_lstm": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],  # attention size 256 (default)
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
+    # Paulus et al. (issue 10): the preset's options (intra-temporal and intra-decoder attention, readout
+    # [h; c^e; c^d], tied output matrix, copy, no coverage, no input feeding) at SIZES, which override the
+    # preset's sizes; the same criterion as pgn_lstm, whose coverage term is 0 without coverage
+    "pgn_lstm_paulus2017": ["--arch", "pgn_lstm_paulus2017", "--criterion", "focal_copy_coverage",
+                            "--coverage-lambda", "0"],
+    # Celikyilmaz et al. (issue 12): M agents split at sentence ends (the default --agent-boundaries, which hold
+    # the full-width stops of the LCSTS characters), K contextual layers, agent states 256 (SIZES' encoder
+    # hidden size), with its own criterion (configs/dca_cnndm.conf's lambda)
+    "dca_lstm": ["--arch", "dca_lstm", "--num-agents", str(DCA_AGENTS), "--contextual-layers", str(DCA_LAYERS),
+                 "--criterion", "semantic_cohesion", "--cohesion-lambda", "0.1", "--coverage-lambda", "0"],
 }
 STOCK = ("lstm",)  # decoded as fairseq ships it: --task translation, fairseq's generator and blocking
 REFERENCE = "pgn_lstm"
 TARGETS = ("lstm", "pgn_lstm")
-ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512")
+ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
+ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
+PAULUS_TARGET = 0.8  # issue 10: training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
+RL_TARGET = 3.0  # issue 11: one self_critical_rouge update costs at most 3 x one ML update
+# The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
+RL_ML_ARGS = ["--focal-alpha", "1", "--focal-gamma", "0"]
 LENGTHS = {"fixed": "fixed length", "own": "the models' own lengths"}
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s "
                         r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")
@@ -285,10 +324,35 @@ class OnmtRows:
                 "decode_peak_mb": peak_mb}
 
 
+# ---------------------------------------------------------------------------------------------- RL row
+def rl_call(args, bin_dir: Path) -> dict:
+    """The keyword arguments of reward_speed.compare_update_speed for the RL row: pgn_lstm at the benchmark's
+    sizes from the pgn_lstm row's last checkpoint (or --rl-checkpoint), RL samples as long as the decode rows'
+    summaries at most, See et al.'s NLL + coverage as the ML loss on both sides, --rl-batches batches of
+    --max-tokens, --repeats timed rounds."""
+    checkpoint = args.rl_checkpoint or args.work / "models" / REFERENCE / "checkpoint_last.pt"
+    return dict(data_bin=bin_dir, arch="pgn_lstm", checkpoint=checkpoint, extra=[str(x) for x in SIZES],
+                rl_args=["--rl-max-len-b", str(args.max_len_b)], ml_args=list(RL_ML_ARGS), batches=args.rl_batches,
+                rounds=args.repeats, max_tokens=args.max_tokens)
+
+
+def measure_rl(args, bin_dir: Path) -> dict:
+    """The RL row's figures: compare_update_speed's dict, with the checkpoint and maximum length it ran with."""
+    from reward_speed import compare_update_speed
+
+    call = rl_call(args, bin_dir)
+    if not Path(call["checkpoint"]).is_file():
+        fail(f"--rl: no checkpoint {call['checkpoint']}")
+    print(f"+ RL row: compare_update_speed({', '.join(f'{k}={v}' for k, v in call.items())})", file=sys.stderr,
+          flush=True)
+    result = compare_update_speed(**call)
+    return dict(result, checkpoint=str(call["checkpoint"]), max_len_b=args.max_len_b)
+
+
 # ---------------------------------------------------------------------------------------------- FLOPs
 def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -> dict:
-    """Each row's forward FLOPs as a function of (source length, target length): flops.py's formulas with the
-    benchmark's sizes and the data's output vocabularies."""
+    """Each row's forward FLOPs (flops.ModelCount: per document pair, as a function of (source length, target
+    length), and per batch): flops.py's formulas with the benchmark's sizes and the data's output vocabularies."""
     from fairseq.data import Dictionary
 
     import fairseq_plugins  # noqa: F401
@@ -296,23 +360,29 @@ def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -
 
     dictionary = Dictionary.load(str(bin_dir / "dict.tgt.txt"))
     regular = first_marker_index(dictionary)
+    onmt_sizes = Sizes(encoder_hidden=onmt_hidden // 2, decoder_hidden=onmt_hidden, attention=onmt_hidden,
+                       vocab=onmt_vocab or regular)
     return {
-        "onmt": partial(onmt_rnn_forward, Sizes(encoder_hidden=onmt_hidden // 2, decoder_hidden=onmt_hidden,
-                                                attention=onmt_hidden, vocab=onmt_vocab or regular)),
-        "onmt_copy_cov": partial(onmt_rnn_forward, Sizes(encoder_hidden=onmt_hidden // 2,
-                                                         decoder_hidden=onmt_hidden, attention=onmt_hidden,
-                                                         vocab=onmt_vocab or regular), copy=True),
-        "lstm": partial(fairseq_lstm_forward, Sizes(vocab=len(dictionary))),
-        "pgn_lstm": partial(pgn_lstm_forward, Sizes(vocab=regular)),
-        "pgn_lstm_a512": partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular)),
+        "onmt": ModelCount(partial(onmt_rnn_forward, onmt_sizes)),
+        "onmt_copy_cov": ModelCount(partial(onmt_rnn_forward, onmt_sizes, copy=True)),
+        "lstm": ModelCount(partial(fairseq_lstm_forward, Sizes(vocab=len(dictionary)))),
+        "pgn_lstm": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),
+        "pgn_lstm_a512": ModelCount(partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular))),
+        "pgn_lstm_paulus2017": ModelCount(partial(paulus_forward, Sizes(vocab=regular)),
+                                          paulus_per_batch(Sizes(vocab=regular))),
+        "dca_lstm": ModelCount(partial(dca_lstm_forward, Sizes(vocab=regular), agents=DCA_AGENTS,
+                                       contextual_layers=DCA_LAYERS)),
     }
 
 
-def add_utilisation(results: dict, flops_per_token: dict, peak_gflops: float) -> None:
+def add_utilisation(results: dict, counts: dict, pairs, batches: int, peak_gflops: float) -> None:
+    """Each row's MFLOP per target token, achieved GFLOP/s, MFU and its analytic work's shares by term."""
     for name, row in results.items():
-        row["train_mflop_per_token"] = flops_per_token[name] / 1e6
-        row["train_gflops"] = flops_per_token[name] * row["train_wps"] / 1e9
+        per_token = counts[name].per_target_token(pairs, batches)
+        row["train_mflop_per_token"] = per_token / 1e6
+        row["train_gflops"] = per_token * row["train_wps"] / 1e9
         row["train_mfu"] = row["train_gflops"] / peak_gflops
+        row["train_flop_shares"] = counts[name].shares(pairs, batches)
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -337,8 +407,51 @@ def ratio_line(label: str, value: float, target: float = None, at_most: bool = F
     return line
 
 
-def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machine: dict, notes: list) -> str:
+def size_lines(results: dict, args) -> list:
+    """What the rows are: their sizes and, for the --all-models rows, their options."""
+    lines = ["sizes: emb 128, BiLSTM encoder 2 x 256, decoder 256, attention 256 (pgn_lstm_a512: 512)"]
+    if any(n.startswith("onmt") for n in results):
+        lines[0] += (f"; OpenNMT-py: encoder 2 x {args.onmt_hidden // 2}, decoder and attention {args.onmt_hidden} "
+                     f"(its decoder must be the encoder state's size)")
+    if "pgn_lstm_paulus2017" in results:
+        lines.append("pgn_lstm_paulus2017: the same encoder and decoder; bilinear intra-temporal (256 x 512) and "
+                     "intra-decoder (256 x 256) attentions, readout [h; c^e; c^d] of 1024 through the tied output "
+                     "matrix tanh(W_emb W_proj), copy, no coverage, no input feeding")
+    if "dca_lstm" in results:
+        lines.append(f"dca_lstm: {DCA_AGENTS} agents split at sentence ends (default --agent-boundaries), 1 local + "
+                     f"{DCA_LAYERS} contextual BiLSTM layers of 2 x 256 projected to 256, decoder 256, attention 256, "
+                     f"contextual agent attention, multi-agent pointer; semantic_cohesion, lambda 0.1")
+    return lines
+
+
+def rl_lines(rl: dict) -> list:
+    """The RL row (issue 11): an RL update against an ML update of pgn_lstm, from compare_update_speed's dict."""
+    lines = ["", f"RL (--rl): pgn_lstm from {rl['checkpoint']}, self_critical_rouge (--rl-max-len-b "
+                 f"{rl['max_len_b']}) against its ML criterion focal_copy_coverage ({' '.join(RL_ML_ARGS)}), the "
+                 f"same first {rl['batches']} training batches x {rl['rounds']} round(s) after a warm-up round, "
+                 f"taking turns batch by batch, in one process on the CPU",
+             f"{'criterion':<20} {'updates/s':>10} {'summaries/s':>12} {'target words/s':>15} {'s/update':>9}"]
+    for key, label in (("ml", "focal_copy_coverage"), ("rl", "self_critical_rouge")):
+        r = rl[key]
+        lines.append(f"{label:<20} {r['updates_per_s']:>10.2f} {r['summaries_per_s']:>12.1f} "
+                     f"{r['target_words_per_s']:>15.0f} {1 / r['updates_per_s']:>9.3f}")
+    seconds = 1 / rl["rl"]["updates_per_s"]
+    phases = dict(rl["rl_phases"])
+    phases["other"] = max(seconds - sum(phases.values()), 0.0)
+    lines.append("an RL update's time: " + ", ".join(f"{key} {1000 * value:.0f} ms ({100 * value / seconds:.0f}%)"
+                                                     for key, value in phases.items()))
+    lines.append(f"mean summary tokens: sample y^s {rl['sample_len']:.1f}, greedy y^g {rl['greedy_len']:.1f}, "
+                 f"reference {rl['reference_len']:.1f}")
+    if rl["sample_len"] > 1.2 * rl["reference_len"]:
+        lines.append("the samples are longer than the references (a briefly trained checkpoint): decoding weighs "
+                     "more than it would from a trained one (--rl-checkpoint)")
+    return lines
+
+
+def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machine: dict, notes: list,
+           rl: dict = None) -> str:
     ref = results.get(REFERENCE)
+    width = max([14] + [len(name) for name in results])  # the model column
     lines = [
         machine["description"],
         f"caches: {machine['caches']}",
@@ -346,29 +459,32 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
         f"{', '.join(map(str, machine['peak_sizes']))}; {machine['peak_before']:.1f} before the runs, "
         f"{machine['peak_after']:.1f} after)",
         f"data {bin_dir}; medians of {args.repeats} run(s) per model, the models taking turns",
-        f"sizes: emb 128, BiLSTM encoder 2 x 256, decoder 256, attention 256 (pgn_lstm_a512: 512); OpenNMT-py: "
-        f"encoder 2 x {args.onmt_hidden // 2}, decoder and attention {args.onmt_hidden} (its decoder must be the "
-        f"encoder state's size)" if any(n.startswith("onmt") for n in results) else
-        "sizes: emb 128, BiLSTM encoder 2 x 256, decoder 256, attention 256 (pgn_lstm_a512: 512)",
+        *size_lines(results, args),
         *notes,
         "",
         f"training: {args.updates} updates, --max-tokens {args.max_tokens} (OpenNMT-py: -batch_type tokens "
         f"-batch_size {args.max_tokens}); MFLOP/tok: analytic model FLOPs per target token, forward + backward "
         f"(flops.py)",
-        f"{'model':<14} {'train tok/s':>12} {'MFLOP/tok':>10} {'GFLOP/s':>8} {'MFU %':>6} {'peak MB':>8} "
+        f"{'model':<{width}} {'train tok/s':>12} {'MFLOP/tok':>10} {'GFLOP/s':>8} {'MFU %':>6} {'peak MB':>8} "
         f"{'tok/s / ' + REFERENCE:>17}",
     ]
     for name, r in results.items():
-        lines.append(f"{name:<14} {r['train_wps']:>12.1f} {r['train_mflop_per_token']:>10.2f} "
+        lines.append(f"{name:<{width}} {r['train_wps']:>12.1f} {r['train_mflop_per_token']:>10.2f} "
                      f"{r['train_gflops']:>8.2f} {100 * r['train_mfu']:>6.1f} {r['train_peak_mb']:>8.1f} "
                      f"{r['train_wps'] / ref['train_wps'] if ref else float('nan'):>17.2f}")
+    shares = {name: r["train_flop_shares"] for name, r in results.items() if r.get("train_flop_shares")}
+    if shares:
+        lines += ["", "analytic work by term (share of a training update's FLOPs, the four largest):"]
+        for name, parts in shares.items():
+            top = list(parts.items())[:4]
+            lines.append(f"{name:<{width}} " + ", ".join(f"{part} {100 * share:.0f}%" for part, share in top))
     for mode in args.modes:
         min_len = args.modes[mode]
         blocked_too = args.block_ngram_repeat > 0
         lines += ["", f"decoding, {LENGTHS[mode]}: the first {sentences} sentences of {split}, beam {args.beam}, "
                       f"--max-len-b {args.max_len_b}, --min-len {min_len}, --batch-size {args.batch_size}"
                       + (f"; blocked: n-gram blocking n = {args.block_ngram_repeat}" if blocked_too else "")]
-        header = f"{'model':<14} {'sent/s':>8} {'hyp len':>8} {'rep3 %':>7} {'peak MB':>8}"
+        header = f"{'model':<{width}} {'sent/s':>8} {'hyp len':>8} {'rep3 %':>7} {'peak MB':>8}"
         if blocked_too:
             header += f" {'blocked sent/s':>15} {'hyp len':>8} {'rep3 %':>7} {'cost %':>7}"
         header += f" {'sent/s / ' + REFERENCE:>18}"
@@ -377,7 +493,7 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
         lines.append(header)
         for name, r in results.items():
             off = lambda field: r[decode_key(mode, False, field)]  # noqa: E731
-            row = (f"{name:<14} {off('decode_sent_per_s'):>8.2f} {off('hyp_len'):>8.1f} {off('rep3'):>7.1f} "
+            row = (f"{name:<{width}} {off('decode_sent_per_s'):>8.2f} {off('hyp_len'):>8.1f} {off('rep3'):>7.1f} "
                    f"{off('decode_peak_mb'):>8.1f}")
             if blocked_too:
                 on = lambda field: r.get(decode_key(mode, True, field), float("nan"))  # noqa: E731
@@ -400,17 +516,29 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
         lines.append("")
         for name, r in results.items():
             lines.append(f"{name}: train tok/s per run {', '.join(f'{x:.0f}' for x in r['train_wps_runs'])}")
-    lines += [""] + targets(results, args)
+    if rl:
+        lines += rl_lines(rl)
+    lines += [""] + targets(results, args, rl)
     return "\n".join(lines)
 
 
-def targets(results: dict, args) -> list:
-    """The ratio lines: issue 14's targets (against OpenNMT-py and the hardware), issue 9's (blocking), and the
-    first throughput targets (against fairseq's lstm)."""
+def targets(results: dict, args, rl: dict = None) -> list:
+    """The ratio lines: issue 14's targets (against OpenNMT-py and the hardware), issue 9's (blocking), the
+    first throughput targets (against fairseq's lstm), issue 10's (Paulus et al.'s options), dca_lstm's ratio
+    (issue 12 sets no speed target for it here: its scale target is dca_scale.py's) and issue 11's (RL)."""
     lines = []
+    if rl:
+        lines.append(ratio_line(f"ratio self_critical_rouge / ML update of {REFERENCE}, seconds per update",
+                                rl["ratio"], RL_TARGET, at_most=True))
     ref = results.get(REFERENCE)
     if ref is None:
         return lines
+    if "pgn_lstm_paulus2017" in results:
+        lines.append(ratio_line(f"ratio pgn_lstm_paulus2017 / {REFERENCE}, training words/s",
+                                results["pgn_lstm_paulus2017"]["train_wps"] / ref["train_wps"], PAULUS_TARGET))
+    if "dca_lstm" in results:
+        lines.append(ratio_line(f"ratio dca_lstm / {REFERENCE}, training words/s (no target)",
+                                results["dca_lstm"]["train_wps"] / ref["train_wps"]))
     blocked = args.block_ngram_repeat > 0
 
     def sent(name, mode, on):
@@ -505,7 +633,17 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1,
                         help="train and decode each model this many times, in turns; medians are reported")
     parser.add_argument("--all-models", action="store_true",
-                        help="also pgn_lstm with See et al.'s attention size 512 (pgn_lstm_a512)")
+                        help="also pgn_lstm with See et al.'s attention size 512 (pgn_lstm_a512), Paulus et al.'s "
+                             "model (pgn_lstm_paulus2017) and deep communicating agents (dca_lstm)")
+    parser.add_argument("--models", help=f"the fairseq rows to run instead, comma-separated, from {', '.join(MODELS)} "
+                                         f"(default: lstm,pgn_lstm, and --all-models' rows)")
+    parser.add_argument("--rl", action="store_true",
+                        help="also the RL row: one self_critical_rouge update against one ML update of pgn_lstm, "
+                             "from this run's pgn_lstm checkpoint (reward_speed.compare_update_speed)")
+    parser.add_argument("--rl-batches", type=int, default=10, help="--rl: training batches per round")
+    parser.add_argument("--rl-checkpoint", type=Path,
+                        help="--rl: start from this pgn_lstm checkpoint (trained at the benchmark's sizes on the same "
+                             "data) instead of the pgn_lstm row's checkpoint_last.pt")
     parser.add_argument("--peers", default="", help="peer toolkits to add: onmt (OpenNMT-py 3.5.1)")
     parser.add_argument("--onmt-hidden", type=int, choices=[512, 256], default=512,
                         help="OpenNMT-py decoder size: 512 (encoder 2 x 256, as ours) or 256 (encoder 2 x 128)")
@@ -525,6 +663,19 @@ def parse_args(argv=None):
     except ValueError:
         parser.error(f"--peak-sizes must be integers, got {args.peak_sizes!r}")
     args.modes = decode_modes(args)
+    if args.models is not None:
+        args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = [m for m in args.models if m not in MODELS]
+        if unknown or not args.models:
+            parser.error(f"--models: unknown or no model in {','.join(args.models)!r} (known: {', '.join(MODELS)})")
+    else:
+        args.models = [n for n in MODELS if n in TARGETS or (args.all_models and n in ALL_MODELS)]
+    if args.rl and args.rl_checkpoint is None and REFERENCE not in args.models:
+        parser.error(f"--rl needs the {REFERENCE} row (its checkpoint) or --rl-checkpoint")
+    if args.rl_checkpoint is not None and not args.rl_checkpoint.is_file():
+        parser.error(f"--rl-checkpoint: no file {args.rl_checkpoint}")
+    if args.rl_batches < 1:
+        parser.error("--rl-batches must be >= 1")
     return args
 
 
@@ -560,8 +711,7 @@ def main(argv=None):
         except onmt.PeerUnavailable as error:
             notes.append(f"OpenNMT-py rows skipped: {error}")
             print(f"throughput: OpenNMT-py rows skipped: {error}", file=sys.stderr)
-    names = [n for n in ROW_ORDER if (n.startswith("onmt") and onmt_rows) or n in TARGETS
-             or (n == "pgn_lstm_a512" and args.all_models)]
+    names = [n for n in ROW_ORDER if (n.startswith("onmt") and onmt_rows) or n in args.models]
     runs = {name: [] for name in names}
     for _ in range(args.repeats):  # the models take turns, so a drifting machine affects them alike
         for name in names:
@@ -578,20 +728,24 @@ def main(argv=None):
                         figures[decode_key(mode, bool(block), field)] = value
             runs[name].append(figures)
     results = {name: median_run(name_runs) for name, name_runs in runs.items()}
+    rl = None
+    if args.rl and args.device != "cpu":
+        notes.append(f"RL row skipped: it runs on the CPU only (reward_speed.compare_update_speed), not {args.device}")
+    elif args.rl:
+        rl = measure_rl(args, bin_dir)
     machine["peak_after"], _, _ = matmul_peak(args.peak_sizes, device=args.device)
     machine["peak_gflops"] = max(machine["peak_before"], machine["peak_after"])
-    flops = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
+    counts = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
     pairs = dataset_lengths(bin_dir)
-    add_utilisation(results, {name: flops_per_target_token(flops[name], pairs) for name in results},
-                    machine["peak_gflops"])
+    add_utilisation(results, counts, pairs, batch_count(pairs, args.max_tokens), machine["peak_gflops"])
     print()
-    print(report(results, args, bin_dir, split, sentences, machine, notes))
+    print(report(results, args, bin_dir, split, sentences, machine, notes, rl))
     if args.json:
         args.json.write_text(json.dumps({
             "device": args.device, "machine": machine, "updates": args.updates, "max_tokens": args.max_tokens,
             "decode_split": split, "decode_sentences": sentences, "beam": args.beam, "max_len_b": args.max_len_b,
             "modes": args.modes, "block_ngram_repeat": args.block_ngram_repeat, "batch_size": args.batch_size,
-            "repeats": args.repeats, "onmt_hidden": args.onmt_hidden, "notes": notes, "models": results,
+            "repeats": args.repeats, "onmt_hidden": args.onmt_hidden, "notes": notes, "models": results, "rl": rl,
         }, indent=2) + "\n")
 
 
