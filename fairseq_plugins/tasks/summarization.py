@@ -127,12 +127,13 @@ class SummarizationTask(TranslationTask):
 
     # ------------------------------------------------------------------ generation
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
-        """fairseq's generator choice, except that plain beam search is the project's SummarizationGenerator
-        (n-gram blocking, coverage penalty).  Its options come from ``args`` when it names them (a generation
-        config of the hub or --eval-gen-args), else from this task's options."""
-        plain_beam = seq_gen_cls is None and not any(
+        """fairseq's generator choice, except that its SequenceGenerator (beam search, sampling, diverse beam...)
+        is the project's SummarizationGenerator (n-gram blocking, coverage penalty).  Its options come from
+        ``args`` when it names them (a generation config of the hub or --eval-gen-args), else from this task's
+        options."""
+        sequence_generator = seq_gen_cls is None and not any(
             getattr(args, name, False) for name in ("score_reference", "print_alignment"))
-        if plain_beam:
+        if sequence_generator:
             seq_gen_cls = SummarizationGenerator
             extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, **self.generator_options(args))
         return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
