@@ -1,6 +1,6 @@
 """``semantic_cohesion``: the ML loss plus Celikyilmaz et al. (2018)'s semantic cohesion loss.
 
-Deep Communicating Agents, "mixed objective" (our notes, /work/shared/papers/DCA_AND_PAULUS.md, DCA objectives):
+Deep Communicating Agents, "mixed objective" (our notes, ../shared/papers/DCA_AND_PAULUS.md, DCA objectives):
     L_SEM     = sum_{q=2}^{Q} cos(s'_q, s'_{q-1})                                         [C]
     L_MLE-SEM = L_MLE + lambda L_SEM                                                      [U: exact form; lambda
                                                                                            unknown, 0.1 a guess]

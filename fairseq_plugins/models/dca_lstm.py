@@ -3,7 +3,7 @@
 
 The document is split into M paragraphs, one per encoder agent; the agents share their parameters and exchange
 messages between their encoder layers; one LSTM decoder attends to the words of each agent and then to the
-agents.  Equation numbers are those of our notes on the paper (/work/shared/papers/DCA_AND_PAULUS.md); (~) marks
+agents.  Equation numbers are those of our notes on the paper (../shared/papers/DCA_AND_PAULUS.md); (~) marks
 a number the notes infer, [U] a choice the paper leaves open (our reading; an option where cheap).
 
 Split (modules/agent_split.py).  Inside the model, from the token ids: M contiguous near-equal groups of

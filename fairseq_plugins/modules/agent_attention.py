@@ -1,7 +1,7 @@
 """The two attentions of the deep communicating agents' decoder (Celikyilmaz et al. 2018, section 2.2).
 
 At decoder step t, with decoder state s_t and the top-layer agent states h_{a,i} (numbers as in our notes,
-/work/shared/papers/DCA_AND_PAULUS.md; (~) = inferred there):
+../shared/papers/DCA_AND_PAULUS.md; (~) = inferred there):
     l_a^t  = softmax_i(v2^T tanh(W5 h_{a,i} + W6 s_t + b1))        word attention inside agent a   (~eq 8)
     c_a^t  = sum_i l_{a,i}^t h_{a,i}                                 agent context                  (~eq 9, [U])
     g^t    = softmax_a(v3^T tanh(W7 c_a^t + W8 s_t + b2))          agent attention                 (~eq 10)

@@ -2,7 +2,7 @@
 shared parameters, a local BiLSTM layer and K contextual BiLSTM layers between which the agents exchange messages.
 
 Notation: agent a holds I_a tokens; h^(k)_{a,i} is the state of its token i at layer k (size H).  Equation
-numbers follow our notes on the paper (/work/shared/papers/DCA_AND_PAULUS.md); [U] marks our reading of what the
+numbers follow our notes on the paper (../shared/papers/DCA_AND_PAULUS.md); [U] marks our reading of what the
 paper leaves open.
 
     local layer:      h^(1)_{a,i} = W1 [h->_{a,i}; h<-_{a,i}],  (h->, h<-) = BiLSTM(e_{a,1..I_a})
