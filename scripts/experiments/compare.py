@@ -3,9 +3,12 @@
 official ROUGE, repetition and speed.  The issues' experiments are command lines of this script (docs/results/).
 
     python scripts/experiments/compare.py --name NAME --corpus lcsts|cnndm --config CONFIG --updates N \
-        --variant LABEL CONFIG "EXTRA train.sh OPTIONS" [--variant ...] \
-        [--continue LABEL PARENT CONFIG "EXTRA OPTIONS" --continue-updates M] \
-        [--decode LABEL "EXTRA generate.sh OPTIONS" ...] [--lead N] [--work runs/NAME] [--threads 1]
+        --variant "LABEL CONFIG [train.sh OPTIONS]" [--variant ...] \
+        [--continue "LABEL PARENT CONFIG [OPTIONS]" --continue-updates M] \
+        [--decode "LABEL [generate.sh OPTIONS]" ...] [--lead N] [--work runs/NAME] [--threads 1]
+
+Each --variant, --continue and --decode is one quoted string of words (shell quoting inside it works), e.g.
+``--variant "seq2seq+copy song2020_lcsts_cpu --no-selective-gate --copy"``.
 
 Steps (each through the project's own scripts; logs in WORK/logs/):
   1. the corpus: ``lcsts`` = LCSTS PART_II, train.tsv for training, val.tsv split in file order into
@@ -41,11 +44,11 @@ def parse_args():
     parser.add_argument("--corpus", choices=("lcsts", "cnndm"), required=True)
     parser.add_argument("--config", required=True, help="config whose PREP_ARGS prepare the data")
     parser.add_argument("--updates", type=int, required=True, help="training updates of every --variant")
-    parser.add_argument("--variant", nargs=3, action="append", default=[], metavar=("LABEL", "CONFIG", "EXTRA"))
-    parser.add_argument("--continue", dest="continuations", nargs=4, action="append", default=[],
-                        metavar=("LABEL", "PARENT", "CONFIG", "EXTRA"), help="train from PARENT's checkpoint_best.pt")
+    parser.add_argument("--variant", action="append", default=[], metavar='"LABEL CONFIG [OPTIONS]"')
+    parser.add_argument("--continue", dest="continuations", action="append", default=[],
+                        metavar='"LABEL PARENT CONFIG [OPTIONS]"', help="train from PARENT's checkpoint_best.pt")
     parser.add_argument("--continue-updates", type=int, help="updates of every --continue")
-    parser.add_argument("--decode", nargs=2, action="append", metavar=("LABEL", "EXTRA"),
+    parser.add_argument("--decode", action="append", metavar='"LABEL [OPTIONS]"',
                         help="decoding settings (default: one, 'beam', the config's GEN_ARGS)")
     parser.add_argument("--lead", type=int, help="add LEAD-N (sentences; Chinese: characters)")
     parser.add_argument("--valid-size", type=int, default=500, help="lcsts: val.tsv pairs used for validation")
@@ -53,6 +56,9 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every step (0: torch's)")
     parser.add_argument("--retrain", action="store_true", help="train every system again")
     args = parser.parse_args()
+    args.variant = [split_spec(parser, "variant", text, 2) for text in args.variant]
+    args.continuations = [split_spec(parser, "continue", text, 3) for text in args.continuations]
+    args.decode = [split_spec(parser, "decode", text, 1) for text in args.decode or ["beam"]]
     if args.continuations and not args.continue_updates:
         parser.error("--continue needs --continue-updates")
     labels = [v[0] for v in args.variant] + [c[0] for c in args.continuations]
@@ -61,9 +67,16 @@ def parse_args():
     for label, parent, _, _ in args.continuations:
         if parent not in labels[:labels.index(label)]:
             parser.error(f"--continue {label}: parent {parent} must be a system defined before it")
-    args.decode = args.decode or [("beam", "")]
     args.work = args.work or ROOT / "runs" / args.name
     return args
+
+
+def split_spec(parser, option: str, text: str, fields: int):
+    """'LABEL CONFIG --a 1' -> ('LABEL', 'CONFIG', '--a 1'): the first ``fields`` words and the rest."""
+    words = shlex.split(text)
+    if len(words) < fields:
+        parser.error(f"--{option} {text!r}: needs {fields} word(s) before the options")
+    return (*words[:fields], shlex.join(words[fields:]))
 
 
 def prepare_data(exp: Experiment, args):

@@ -56,7 +56,7 @@ def compare(name, config, systems, args, lead=None):
            "--config", config, "--updates", str(args.updates), "--threads", str(args.threads),
            "--work", args.work / name.split("_")[-1]]
     for label, system_config, extra in systems:
-        cmd += ["--variant", label, system_config, extra]
+        cmd += ["--variant", f"{label} {system_config} {extra}"]
     if lead:
         cmd += ["--lead", str(lead)]
     subprocess.run(list(map(str, cmd)), check=True, cwd=ROOT, env=dict(os.environ))
