@@ -23,7 +23,8 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
      official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
      characters), mean length, decode sentences/s (fairseq's own timing of the generation);
   4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
-A system already trained in WORK is reused (its decode rows are recomputed) unless --retrain.  The table goes
+A system whose training finished in WORK is reused (its decode rows are recomputed) unless --retrain; an
+interrupted one is trained again from the start.  The table goes
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
 """
 import argparse
@@ -105,7 +106,8 @@ def train(exp: Experiment, data: Path, system, retrain: bool):
     label, config, extra, parent, updates = system
     model = exp.work / "models" / label
     log_name = f"train_{label}.log"
-    if retrain or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+    finished = (model / "train_seconds").is_file()  # written only when training ran to the end
+    if retrain or not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
         shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
         start = []
         if parent is not None:
