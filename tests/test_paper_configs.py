@@ -35,7 +35,7 @@ def prepared(tmp_path_factory):
     return work, data, w2v
 
 
-@pytest.mark.parametrize("row", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("row", [1, 2, 3, 4, 5, 6, 7])
 def test_table1_row_trains(prepared, row):
     work, data, w2v = prepared
     log = run(["./train.sh", "-c", f"shi2018_lcsts_row{row}", str(data), str(work / f"row{row}"), *TINY],
@@ -43,10 +43,12 @@ def test_table1_row_trains(prepared, row):
     assert re.search(r"num_updates[ =]2\b", log)
     assert re.search(r"valid on 'valid' subset .*\| accuracy \d", log), log[-2000:]
     report = re.search(r"pretrained embeddings \S+w2v.bin .*: found (\d+) of (\d+) dictionary words", log)
-    if row in (2, 3, 5, 6):  # word2vec was trained on the same text with min-count 1: every word has a vector
+    if row in (2, 3, 5, 6, 7):  # word2vec was trained on the same text with min-count 1: every word has a vector
         assert report and report.group(1) == report.group(2), log[-2000:]
     else:
         assert report is None
+    lambdas = re.findall(r"'coverage_lambda': ([\d.]+)", log)
+    assert lambdas and float(lambdas[-1]) == (0.25 if row == 7 else 1.0)  # row 7: lambda scaled by alpha
     frozen = re.search(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)", log)
     assert frozen and (frozen.group(1) != frozen.group(2)) == (row == 3)  # only row 3 freezes the embeddings
 

@@ -9,6 +9,12 @@ eqs 12-16, for target word w_t with final probability P(w_t) (eq 9 of See et al.
 With ``alpha=1, gamma=0`` this is exactly See et al.'s NLL + coverage loss (their eqs 6, 7 and 13); ``lambda=0``
 turns the coverage loss off.
 
+The weight of the two terms (eq 16 as the paper writes it): alpha and (1 - P)^gamma <= 1 scale only the word
+term, not covloss_t.  With the paper's alpha = 0.25 the coverage loss therefore weighs at least 4x more, relative
+to the word term, than in the NLL rows with the same lambda (and more still where gamma > 0 shrinks the word
+term of well-predicted words).  ``--coverage-lambda 0.25`` (lambda scaled by alpha) restores the NLL rows'
+balance at gamma = 0: configs/shi2018_lcsts_row7.conf, a variant of Table 1's row (6).
+
 Averaging: by default (``--loss-average sequence``) each summary's loss is the mean over its T steps (eq 16)
 and the batch loss is the mean over summaries (fairseq's sample_size = number of summaries).  ``token``
 averages over all target tokens of the batch instead, as fairseq's own criterions do.
