@@ -1,0 +1,50 @@
+"""The experiment runner (scripts/experiments/compare.py): which trained systems it reuses."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+import compare  # noqa: E402
+from lib import Experiment  # noqa: E402
+
+
+class RecordingExperiment(Experiment):
+    """Records the commands instead of running them; a 'training' writes a checkpoint and a log line."""
+
+    def __init__(self, work):
+        super().__init__("test", work)
+        self.commands = []
+
+    def run(self, cmd, log_name, stdout=None):
+        self.commands.append([str(c) for c in cmd])
+        model = Path(cmd[4])
+        model.mkdir(parents=True, exist_ok=True)
+        (model / "checkpoint_best.pt").write_bytes(b"new")
+        (self.logs / log_name).write_text("num_updates=7, wps=100\nnum_updates=9, wps=120\n")
+        return 42.0
+
+
+def interrupted_run(exp, label):
+    """What an interrupted training leaves: a checkpoint and a log, but no train_seconds."""
+    model = exp.work / "models" / label
+    model.mkdir(parents=True)
+    (model / "checkpoint_best.pt").write_bytes(b"old")
+    (exp.logs / f"train_{label}.log").write_text("num_updates=3\n")
+    return model
+
+
+def test_an_interrupted_system_is_trained_again_and_a_finished_one_reused(tmp_path):
+    exp = RecordingExperiment(tmp_path)
+    system = ("pgn", "lcsts_char", ["--copy"], None, 9)
+    model = interrupted_run(exp, "pgn")
+
+    trained, facts = compare.train(exp, tmp_path / "data", system, retrain=False)
+    assert trained == model and len(exp.commands) == 1
+    assert exp.commands[0][-2:] == ["--max-update", "9"] and "--copy" in exp.commands[0]
+    assert (model / "checkpoint_best.pt").read_bytes() == b"new"  # the old run was removed, not resumed
+    assert facts["updates"] == 9 and abs(facts["train_min"] - 0.7) < 1e-9
+
+    compare.train(exp, tmp_path / "data", system, retrain=False)
+    assert len(exp.commands) == 1  # finished: reused
+    compare.train(exp, tmp_path / "data", system, retrain=True)
+    assert len(exp.commands) == 2
