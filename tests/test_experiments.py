@@ -48,3 +48,12 @@ def test_an_interrupted_system_is_trained_again_and_a_finished_one_reused(tmp_pa
     assert len(exp.commands) == 1  # finished: reused
     compare.train(exp, tmp_path / "data", system, retrain=True)
     assert len(exp.commands) == 2
+
+
+def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):
+    exp = RecordingExperiment(tmp_path)
+    model, _ = compare.train(exp, tmp_path / "data", ("control:lstm", "lcsts_char_lstm", [], None, 5), False)
+    assert ":" not in model.name and model == tmp_path / "models" / "control_lstm"
+    compare.train(exp, tmp_path / "data", ("rl", "lcsts_char_rl", [], "control:lstm", 5), False)
+    start = exp.commands[-1][exp.commands[-1].index("--finetune-from-model") + 1]
+    assert start == str(model / "checkpoint_best.pt")

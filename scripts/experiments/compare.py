@@ -102,16 +102,22 @@ def systems(args):
     return out
 
 
+def model_dir(exp: Experiment, label: str) -> Path:
+    """A system's checkpoint folder.  fairseq reads ``--path A:B`` as an ensemble of A and B, so the folder
+    name has no ':' (labels such as ``control:fairseq_lstm`` keep theirs in the table)."""
+    return exp.work / "models" / label.replace(":", "_")
+
+
 def train(exp: Experiment, data: Path, system, retrain: bool):
     label, config, extra, parent, updates = system
-    model = exp.work / "models" / label
+    model = model_dir(exp, label)
     log_name = f"train_{label}.log"
     finished = (model / "train_seconds").is_file()  # written only when training ran to the end
     if retrain or not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
         shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
         start = []
         if parent is not None:
-            start = ["--finetune-from-model", exp.work / "models" / parent / "checkpoint_best.pt"]
+            start = ["--finetune-from-model", model_dir(exp, parent) / "checkpoint_best.pt"]
         seconds = exp.run([ROOT / "train.sh", "-c", config, data, model, *extra, *start, "--max-update", updates],
                           log_name)
         (model / "train_seconds").write_text(f"{seconds:.1f}\n")
