@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_plugins.checkpoint_safety import allow_fairseq_checkpoints
+
 from conftest import slice_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +65,9 @@ def test_validation_rouge_equals_generate_sh_score(trained):
 def test_best_checkpoint_is_the_one_with_the_highest_rouge_l(trained):
     _, save, validations = trained
     best_update = int(max(validations, key=lambda v: (v[2], -v[3]))[3])  # the first of equal values is kept
-    best = torch.load(save / "checkpoint_best.pt", weights_only=False)
-    twin = torch.load(save / f"checkpoint_1_{best_update}.pt", weights_only=False)
+    allow_fairseq_checkpoints()  # torch's safe loading stays on: the plugin allow-lists fairseq's classes
+    best = torch.load(save / "checkpoint_best.pt", weights_only=True)
+    twin = torch.load(save / f"checkpoint_1_{best_update}.pt", weights_only=True)
     assert best["extra_state"]["best"] == pytest.approx(max(v[2] for v in validations))
     for name, value in best["model"].items():
         assert torch.equal(value, twin["model"][name]), name
