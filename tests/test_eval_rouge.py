@@ -45,6 +45,7 @@ def trained(tmp_path_factory):
                   "--max-update", "6", "--validate-interval-updates", "3", "--save-interval-updates", "3",
                   "--save-dir", save, "--seed", "2", "--eval-rouge", "--eval-gen-args", json.dumps(GENERATION),
                   "--best-checkpoint-metric", "rouge_l", "--maximize-best-checkpoint-metric"])
+    (save / "train_output.txt").write_text(result.stdout + result.stderr)
     validations = [tuple(map(float, m.groups())) for m in VALID_LINE.finditer(result.stdout + result.stderr)]
     assert [int(v[3]) for v in validations] == [3, 6], (result.stdout + result.stderr)[-3000:]
     return data, save, validations
@@ -99,3 +100,18 @@ def test_workers_sums_give_the_mean_over_all_documents():
         values = aggregate.get_smoothed_values()
     assert values["rouge_l"] == pytest.approx(100 * 1.2 / 4)  # not (90 + 10) / 2
     assert values["rouge_1"] == pytest.approx(100 * 1.2 / 4)
+
+
+def test_fairseq_validate_on_a_checkpoint_trained_with_eval_rouge_reports_the_loss(trained):
+    """fairseq-validate builds the model from the checkpoint (no generator for validation ROUGE): it reports the
+    loss of each split instead of failing, and the valid loss is the one training logged for the same weights."""
+    data, save, _ = trained
+    result = run(["fairseq-validate", data / "bin", "--user-dir", USER_DIR, "--task", "summarization",
+                  "--path", save / "checkpoint_last.pt", "--valid-subset", "train,valid", "--max-tokens", "1500",
+                  "--criterion", "focal_copy_coverage", "--focal-alpha", "1", "--focal-gamma", "0"])
+    output = result.stdout + result.stderr
+    losses = dict(re.findall(r"valid on '(\w+)' subset \| loss ([\d.]+)", output))
+    assert set(losses) == {"train", "valid"}, output[-3000:]
+    assert "reports the loss only" in output
+    logged = re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", (save / "train_output.txt").read_text())
+    assert float(losses["valid"]) == pytest.approx(float(logged[-1]), abs=0.002)  # the weights of update 6

@@ -182,6 +182,12 @@ class SummarizationTask(TranslationTask):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         if not (self.cfg.eval_accuracy or self.cfg.eval_rouge):
             return loss, sample_size, logging_output
+        if not hasattr(self, "eval_generator"):  # a model loaded from a checkpoint (fairseq-validate): loss only
+            if not getattr(self, "_said_loss_only", False):
+                logger.info("validation of a loaded checkpoint reports the loss only (--eval-rouge and "
+                            "--eval-accuracy generate during fairseq-train)")
+                self._said_loss_only = True
+            return loss, sample_size, logging_output
         hypotheses = self.inference_step(self.eval_generator, [model], sample, prefix_tokens=None)
         best = [hypos[0]["tokens"] for hypos in hypotheses]  # one per document, in batch order
         if self.cfg.eval_accuracy:
