@@ -437,11 +437,14 @@ def test_song2020_configs_train(csl_sp, config, embed_dim, paper_schedule):
     log = train.stdout + train.stderr
     assert re.search(r"num_updates[ =]2\b", log), log[-2000:]
     assert f"Embedding({len((data / 'dict.txt').read_text(encoding='utf-8').splitlines()) + 4}, {embed_dim}" in log
-    assert "global encoding=False, selective gate=True" in log
+    assert "global encoding=False, selective gate=True, output layer tied to the embeddings=" in log
     assert "'lr': [0.001]" in log
     if paper_schedule:
         assert re.search(r"'lr_scheduler': \{'_name': 'reduce_lr_on_plateau', 'lr_shrink': 0\.5,", log)
         assert "'batch_size': 32," in log
+        assert "output layer tied to the embeddings=False" in log and "(output_projection): Linear" in log
     else:
         assert "'_name': 'fixed'" in log and "'max_tokens': 4000," in log
+        # W_o is the embedding matrix, as in fairseq's lstm it is compared with (which ties it itself)
+        assert "output layer tied to the embeddings=True" in log and "output_projection" not in log
         assert re.search(r"valid on 'valid' subset .*\| rouge_l [\d.]+ ", log), log[-2000:]

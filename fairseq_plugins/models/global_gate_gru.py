@@ -323,9 +323,9 @@ class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             copy=args.copy, max_positions=getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS),
         )
         logger.info("global_gate_gru: %d regular words, %d OOV markers (%s), copy=%s, global encoding=%s, "
-                    "selective gate=%s", num_regular, len(tgt_dict) - num_regular,
-                    "copied" if args.copy else "scored as <unk>, no copying", args.copy, global_encoding,
-                    encoder.gate is not None)
+                    "selective gate=%s, output layer tied to the embeddings=%s", num_regular,
+                    len(tgt_dict) - num_regular, "copied" if args.copy else "scored as <unk>, no copying", args.copy,
+                    global_encoding, encoder.gate is not None, args.share_decoder_input_output_embed)
         return cls(encoder, decoder)
 
 

@@ -2,7 +2,7 @@
 """Song & Zhao (2020), Table 2 at CPU scale on LCSTS PART_II, with the controls that show it learns.
 
     python scripts/experiments/song2020_lcsts.py [--updates 1500] [--work runs/song2020_lcsts] [--threads 1]
-                                                 [--part main|controls|both]
+                                                 [--part main|controls|both] [--only LABEL,LABEL...]
 
 The paper evaluates on TTNews (NLPCC 2017, 50k training pairs), which is not available here; LCSTS PART_II
 (8.7k training pairs, ../shared/data, research use only) is the Chinese news corpus this project has.  Its
@@ -17,10 +17,14 @@ tokens) and seed, the best checkpoint by validation ROUGE-L, beam 5, official RO
             built-in lstm (configs/lcsts_char_lstm.conf) and pgn_lstm without copy and coverage at the same sizes,
             which every row must beat, and the full model with the paper's learning-rate halving at every
             validation that does not improve (patience 0); LEAD-18 (18 = the training references' mean length).
+            Every system's output layer is its embedding matrix: fairseq's lstm ties it whenever the embeddings
+            are shared, and with theirs free the rows without copy stalled where it learned
+            (docs/results/song2020_no_copy_controls.md).
   controls  (WORK/controls, sentencepiece, 8,000 pieces, configs/song2020_lcsts_sp_cpu.conf): the paper's units
             and schedule (the setup of the first CPU-scale run, which did not learn), the full model with the
             main run's schedule on these units, and the two baseline controls on these units.
-The tables go to WORK/main/results.md and WORK/controls/results.md.
+The tables go to WORK/main/results.md and WORK/controls/results.md.  ``--only`` trains and scores only the
+systems with these labels (for example half of them in another WORK, side by side on a second core).
 """
 import argparse
 import os
@@ -29,7 +33,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL_PGN = "--no-copy --no-coverage --coverage-lambda 0 --encoder-hidden-size 128"  # global_gate_gru_small's sizes
+# global_gate_gru_small's sizes, the output layer tied to the embeddings as in the other systems of the table
+SMALL_PGN = ("--no-copy --no-coverage --coverage-lambda 0 --encoder-hidden-size 128 "
+             "--share-decoder-input-output-embed --decoder-out-embed-dim 128")
 PLATEAU = "--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0"
 MAIN = [  # (label, config, extra options)
     ("full", "song2020_lcsts_cpu", ""),
@@ -52,6 +58,9 @@ CONTROLS = [
 
 
 def compare(name, config, systems, args, lead=None):
+    systems = [system for system in systems if not args.only or system[0] in args.only]
+    if not systems:
+        return
     cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", name, "--corpus", "lcsts",
            "--config", config, "--updates", str(args.updates), "--threads", str(args.threads),
            "--work", args.work / name.split("_")[-1]]
@@ -68,7 +77,13 @@ def main():
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "song2020_lcsts")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--part", choices=("main", "controls", "both"), default="both")
+    parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
+                        help="comma-separated labels of the systems to run (default: all of the part)")
     args = parser.parse_args()
+    known = {label for label, _, _ in MAIN + CONTROLS}
+    unknown = [label for label in args.only or [] if label not in known]
+    if unknown:
+        parser.error(f"--only: unknown system {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     if args.part in ("main", "both"):
         compare("song2020_lcsts_main", "song2020_lcsts_cpu", MAIN, args, lead=18)
     if args.part in ("controls", "both"):
