@@ -57,3 +57,25 @@ def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):
     compare.train(exp, tmp_path / "data", ("rl", "lcsts_char_rl", [], "control:lstm", 5), False)
     start = exp.commands[-1][exp.commands[-1].index("--finetune-from-model") + 1]
     assert start == str(model / "checkpoint_best.pt")
+
+
+def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
+    """song2020_lcsts.py --only: compare.py gets exactly the named systems, each part only if it has one; an
+    unknown label stops at start-up with the known ones listed."""
+    import subprocess
+
+    import song2020_lcsts
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kwargs: calls.append(cmd))
+    monkeypatch.setattr(sys, "argv", ["song2020_lcsts.py", "--work", str(tmp_path), "--only", "full,no_gate+copy"])
+    song2020_lcsts.main()
+    assert len(calls) == 1  # the controls part has neither system
+    variants = [calls[0][i + 1] for i, arg in enumerate(calls[0]) if arg == "--variant"]
+    assert [v.split()[0] for v in variants] == ["full", "no_gate+copy"]
+    assert "--share-decoder-input-output-embed" not in variants[0]  # the config ties W_o, not an extra option
+
+    monkeypatch.undo()
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),
+                          "--only", "full,nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Song & Zhao (2020), Table 2 at CPU scale on LCSTS PART_II, with the controls that show it learns.
 
-    python scripts/experiments/song2020_lcsts.py [--updates 1500] [--work runs/song2020_lcsts] [--threads 1]
+    python scripts/experiments/song2020_lcsts.py [--updates 2000] [--work runs/song2020_lcsts] [--threads 1]
                                                  [--part main|controls|both] [--only LABEL,LABEL...]
 
 The paper evaluates on TTNews (NLPCC 2017, 50k training pairs), which is not available here; LCSTS PART_II
@@ -73,7 +73,7 @@ def compare(name, config, systems, args, lead=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--updates", type=int, default=1500, help="training updates of every system")
+    parser.add_argument("--updates", type=int, default=2000, help="training updates of every system")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "song2020_lcsts")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--part", choices=("main", "controls", "both"), default="both")
