@@ -153,11 +153,12 @@ def test_decoder_attention_and_initial_state_by_hand(dictionary):
     torch.testing.assert_close(attn[:, 0], torch.softmax(scores, dim=1))  # eq 13
 
 
-def test_decoder_recurrence_by_hand(dictionary):
-    """Eq 11: s_t = GRU([w_{t-1}; c_{t-1}], s_{t-1}) with c_0 = 0 (markers embedded as <unk>), and the
-    attention of step t reads s_{t-1}."""
+def decoder_by_hand(dictionary, **options):
+    """A tiny model's decoder run over a batch, and what computing it by hand starts from: the decoder, its
+    outputs (states, contexts, attention: B x T x D), the input words w_{t-1} (markers as <unk>), s_1 from s_0
+    (eq 10) and c_0 = 0 (eq 11), and the keys, values and mask the attention reads."""
     torch.manual_seed(9)
-    model = tiny_gru(dictionary).eval()
+    model = tiny_gru(dictionary, **options).eval()
     src, lengths, prev = batch(dictionary)
     encoder_out = model.encoder(src, lengths)
     _, states, contexts, attn = model.decoder.extract_features(prev, encoder_out)
@@ -165,12 +166,36 @@ def test_decoder_recurrence_by_hand(dictionary):
     words = dec.embed_tokens(prev.masked_fill(prev >= dec.num_regular, dictionary.unk()))  # B x T x E
     s0 = torch.tanh(dec.init_state(encoder_out["document"]))  # eq 10
     s1 = dec.cell(torch.cat([words[:, 0], torch.zeros(2, 12)], dim=1), s0)
+    memory = (dec.initial_state(encoder_out)["keys"], encoder_out["outputs"])
+    return dec, (states, contexts, attn), words, s1, memory, encoder_out["padding_mask"]
+
+
+def test_decoder_recurrence_by_hand(dictionary):
+    """Eq 11: s_t = GRU([w_{t-1}; c_{t-1}], s_{t-1}) with c_0 = 0 (markers embedded as <unk>), and the
+    attention of step t reads s_{t-1}."""
+    dec, (states, contexts, attn), words, s1, (keys, values), mask = decoder_by_hand(dictionary)
     s2 = dec.cell(torch.cat([words[:, 1], contexts[:, 0]], dim=1), s1)
     torch.testing.assert_close(states[:, 0], s1)
     torch.testing.assert_close(states[:, 1], s2)
-    keys = dec.initial_state(encoder_out)["keys"]
-    again, _ = dec.attention(keys, encoder_out["outputs"], s1, None, encoder_out["padding_mask"])
+    again, _ = dec.attention(keys, values, s1, None, mask)
     torch.testing.assert_close(attn[:, 1], again)
+
+
+def test_current_attention_query_by_hand(dictionary):
+    """--attention-query current: s_t = GRU([w_{t-1}; c_{t-1}], s_{t-1}) first (eq 11), then alpha_t and c_t from
+    s_t (Luong's order); the default reads s_{t-1}.  An unknown value stops at start-up."""
+    dec, (states, contexts, attn), words, s1, (keys, values), mask = decoder_by_hand(
+        dictionary, attention_query="current")
+    a1, c1 = dec.attention(keys, values, s1, None, mask)
+    s2 = dec.cell(torch.cat([words[:, 1], c1], dim=1), s1)
+    a2, _ = dec.attention(keys, values, s2, None, mask)
+    torch.testing.assert_close(states[:, 0], s1)
+    torch.testing.assert_close(attn[:, 0], a1)
+    torch.testing.assert_close(contexts[:, 0], c1)
+    torch.testing.assert_close(states[:, 1], s2)
+    torch.testing.assert_close(attn[:, 1], a2)
+    with pytest.raises(ValueError, match="--attention-query must be previous or current, not 'next'"):
+        tiny_gru(dictionary, attention_query="next")
 
 
 def test_readout_maxout_and_output_by_hand(dictionary):
@@ -232,7 +257,10 @@ def test_distribution_over_the_extended_vocabulary(dictionary, options):
     assert torch.equal(model.get_targets({"target": target}, net_output), as_unk)
 
 
-@pytest.mark.parametrize("options", VARIANTS)
+CURRENT_QUERY = [{"attention_query": "current"}, {"copy": True, "attention_query": "current"}]
+
+
+@pytest.mark.parametrize("options", VARIANTS + CURRENT_QUERY)
 def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, options):
     torch.manual_seed(6)
     model = tiny_gru(dictionary, **options).eval()
