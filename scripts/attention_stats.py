@@ -19,6 +19,7 @@ import math
 import os
 import sys
 
+import numpy as np
 import torch
 
 try:
@@ -92,10 +93,10 @@ def body(argv):
     model, task = load(args.checkpoint, args.bin_dir, args.split)
     pad = task.target_dictionary.pad()
     dataset = task.dataset(args.split)
-    longest = max(range(len(dataset)), key=dataset.num_tokens, default=None)
-    if longest is not None and dataset.num_tokens(longest) > args.max_tokens:
-        raise UserError(f"{args.bin_dir}: document {longest + 1} of split {args.split!r} has "
-                        f"{dataset.num_tokens(longest)} tokens, more than --max-tokens {args.max_tokens}")
+    sizes = dataset.num_tokens_vec(np.arange(len(dataset)))  # what batching by --max-tokens counts
+    if len(sizes) and sizes.max() > args.max_tokens:
+        raise UserError(f"{args.bin_dir}: document {int(sizes.argmax()) + 1} of split {args.split!r} has "
+                        f"{int(sizes.max())} tokens, more than --max-tokens {args.max_tokens}")
     batches = task.get_batch_iterator(dataset, max_tokens=args.max_tokens, seed=1,
                                       ignore_invalid_inputs=False).next_epoch_itr(shuffle=False)
     totals = {}
