@@ -471,8 +471,10 @@ def test_song2020_configs_train(csl_sp, config, embed_dim, paper_schedule):
         assert re.search(r"'lr_scheduler': \{'_name': 'reduce_lr_on_plateau', 'lr_shrink': 0\.5,", log)
         assert "'batch_size': 32," in log
         assert "output layer tied to the embeddings=False" in log and "(output_projection): Linear" in log
+        assert "attention query=previous" in log  # eq 12 as printed
     else:
         assert "'_name': 'fixed'" in log and "'max_tokens': 4000," in log
         # W_o is the embedding matrix, as in fairseq's lstm it is compared with (which ties it itself)
         assert "output layer tied to the embeddings=True" in log and "output_projection" not in log
+        assert "attention query=current" in log  # Luong's concat attention, which the paper's text names
         assert re.search(r"valid on 'valid' subset .*\| rouge_l [\d.]+ ", log), log[-2000:]
