@@ -74,6 +74,8 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     variants = [calls[0][i + 1] for i, arg in enumerate(calls[0]) if arg == "--variant"]
     assert [v.split()[0] for v in variants] == ["full", "no_gate+copy"]
     assert "--share-decoder-input-output-embed" not in variants[0]  # the config ties W_o, not an extra option
+    decodes = [calls[0][i + 1] for i, arg in enumerate(calls[0]) if arg == "--decode"]
+    assert decodes == ["beam", "greedy --beam 1"]  # the table's beam 5 and the checkpoint-selecting greedy
 
     monkeypatch.undo()
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),
