@@ -60,8 +60,8 @@ def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):
 
 
 def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
-    """song2020_lcsts.py --only: compare.py gets exactly the named systems, each part only if it has one; an
-    unknown label stops at start-up with the known ones listed."""
+    """song2020_lcsts.py --only: compare.py gets exactly the named systems, each part only if it has one; --seed
+    relabels them and passes the seed; an unknown label stops at start-up with the known ones listed."""
     import subprocess
 
     import song2020_lcsts
@@ -76,6 +76,15 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     assert "--share-decoder-input-output-embed" not in variants[0]  # the config ties W_o, not an extra option
     decodes = [calls[0][i + 1] for i, arg in enumerate(calls[0]) if arg == "--decode"]
     assert decodes == ["beam", "greedy --beam 1"]  # the table's beam 5 and the checkpoint-selecting greedy
+
+    calls.clear()
+    monkeypatch.setattr(sys, "argv", ["song2020_lcsts.py", "--work", str(tmp_path), "--only", "no_gate,full:fixed_lr",
+                                      "--seed", "3"])
+    song2020_lcsts.main()
+    assert len(calls) == 2  # one system in each part
+    variants = [cmd[i + 1] for cmd in calls for i, arg in enumerate(cmd) if arg == "--variant"]
+    assert variants == ["no_gate_seed3 song2020_lcsts_cpu --no-selective-gate --seed 3",
+                        "full:fixed_lr_seed3 song2020_lcsts_cpu --seed 3"]
 
     monkeypatch.undo()
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),

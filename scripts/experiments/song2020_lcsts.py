@@ -2,7 +2,7 @@
 """Song & Zhao (2020), Table 2 at CPU scale on LCSTS PART_II, with the controls that show it learns.
 
     python scripts/experiments/song2020_lcsts.py [--updates 2000] [--work runs/song2020_lcsts] [--threads 1]
-                                                 [--part main|controls|both] [--only LABEL,LABEL...]
+                                                 [--part main|controls|both] [--only LABEL,LABEL...] [--seed N]
 
 The paper evaluates on TTNews (NLPCC 2017, 50k training pairs), which is not available here; LCSTS PART_II
 (8.7k training pairs, ../shared/data, research use only) is the Chinese news corpus this project has.  Its
@@ -26,6 +26,8 @@ decoding), official ROUGE on characters:
             main run's schedule on these units, and the two baseline controls on these units.
 The tables go to WORK/main/results.md and WORK/controls/results.md.  ``--only`` trains and scores only the
 systems with these labels (for example half of them in another WORK, side by side on a second core).
+``--seed N`` (other than the configs' 1) trains every system with that seed, labelled LABEL_seedN: at this scale
+two seeds of one system differ by more than some rows do (docs/results/song2020_table2_lcsts.md).
 """
 import argparse
 import os
@@ -63,6 +65,9 @@ CONTROLS = [
 
 def compare(name, config, systems, args, lead=None, decodes=("beam",)):
     systems = [system for system in systems if not args.only or system[0] in args.only]
+    if args.seed != 1:
+        systems = [(f"{label}_seed{args.seed}", system_config, f"{extra} --seed {args.seed}".strip())
+                   for label, system_config, extra in systems]
     if not systems:
         return
     cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", name, "--corpus", "lcsts",
@@ -85,6 +90,7 @@ def main():
     parser.add_argument("--part", choices=("main", "controls", "both"), default="both")
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all of the part)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
     args = parser.parse_args()
     known = {label for label, _, _ in MAIN + CONTROLS}
     unknown = [label for label in args.only or [] if label not in known]
