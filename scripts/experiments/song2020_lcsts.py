@@ -23,7 +23,8 @@ decoding), official ROUGE on characters:
             (docs/results/song2020_no_copy_controls.md).
   controls  (WORK/controls, sentencepiece, 8,000 pieces, configs/song2020_lcsts_sp_cpu.conf): the paper's units
             and schedule (the setup of the first CPU-scale run, which did not learn), the full model with the
-            main run's schedule on these units, and the two baseline controls on these units.
+            main run's config on these units (which also ties W_o and attends with s_t, unlike the paper's), and
+            the two baseline controls on these units.  Last run before the tie and the query change.
 The tables go to WORK/main/results.md and WORK/controls/results.md.  ``--only`` trains and scores only the
 systems with these labels (for example half of them in another WORK, side by side on a second core).
 ``--seed N`` (other than the configs' 1) trains every system with that seed, labelled LABEL_seedN: at this scale
