@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 METRICS = ("rouge-1-f", "rouge-2-f", "rouge-l-f")
+CHUNK = 500  # resamples drawn at once
 
 
 def read_per_doc(path: Path) -> np.ndarray:
@@ -47,8 +48,11 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, seed: int):
     of resamples with difference <= 0).  a, b: D x M per-document scores of the same documents."""
     diff = b - a  # D x M
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(diff), size=(resamples, len(diff)))  # R x D, the same documents for every metric
-    resampled = diff[picks].mean(axis=1)  # R x M
+    # In blocks of resamples, so that memory stays bounded on large test sets (CNN/DM: 11,490 documents).
+    blocks = [min(CHUNK, resamples - start) for start in range(0, resamples, CHUNK)]
+    # each block: k x D document picks, the same for every metric -> k x M mean differences
+    resampled = np.concatenate([diff[rng.integers(0, len(diff), size=(size, len(diff)))].mean(axis=1)
+                                for size in blocks])  # R x M
     low, high = np.percentile(resampled, [2.5, 97.5], axis=0)
     not_better = (resampled <= 0).mean(axis=0)
     return diff.mean(axis=0), low, high, not_better
