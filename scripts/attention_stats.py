@@ -1,15 +1,24 @@
 #!/usr/bin/env python
 """Is a model using its attention?  Teacher-forces the reference summaries of a split and reports how focused the
-attention over the source is.
+attention over the source is, the per-token NLL, and how similar the decoder states at sentence ends are.
 
     python scripts/attention_stats.py CHECKPOINT BIN_DIR [--split valid] [--max-tokens 4000] [--max-batches N]
+                                      [--cohesion-state after|word|separator]
 
 CHECKPOINT is a fairseq checkpoint (train.sh's SAVE_DIR/checkpoint_best.pt, or fairseq's own lstm); BIN_DIR is
 preprocess.sh's DATA_DIR/bin.  Over every target token (padding excluded) it prints, as one JSON line:
   entropy          mean entropy of the attention (nats),
   uniform_entropy  the same for a uniform attention over each source (mean ln S): entropy near it = no focus,
   max_weight       mean largest attention weight,
-  attended_is_target  share of target tokens whose most-attended source token is that very token.
+  attended_is_target  share of target tokens whose most-attended source token is that very token,
+  nll_bits         the per-token NLL of the reference in bits: -log2 P(y_t) averaged over target tokens, P the
+                   model's final distribution (with copying: over the extended vocabulary; floored at 1e-12 as
+                   in the losses).  The same definition for every model and criterion, unlike fairseq's logged
+                   ``loss``, which includes a criterion's other terms (coverage, focal weights, L_SEM),
+and, for models that expose their decoder states and summaries with sentence ends (semantic_cohesion's
+tokens, ``. ! ? 。 ！ ？ <q>``), at the states s'_q that ``--cohesion-state`` picks (semantic_cohesion's readings):
+  end_cos_1        mean cos(s'_q, s'_{q-1}) over consecutive sentence ends, end_pairs_1 their number,
+  end_cos_2        mean cos(s'_q, s'_{q-2}), end_pairs_2 their number.
 A model whose attention stays near uniform after training is a language model fed a mean of the source; the
 controls of docs/results/song2020_no_copy_controls.md show how that looks and what fixed it there.
 """
@@ -28,6 +37,8 @@ except ImportError:  # run from a checkout without the editable install
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import fairseq_plugins
 
+from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
+from fairseq_plugins.criterions.semantic_cohesion import COHESION_STATES, DEFAULT_SENTENCE_END, pair_cosines
 from fairseq_plugins.text.textio import UserError, run_cli
 
 PROG = "attention_stats.py"
@@ -47,6 +58,17 @@ def batch_sums(attn: torch.Tensor, src_tokens: torch.Tensor, target: torch.Tenso
         "max_weight": float(attn.max(dim=2).values[tokens].sum()),
         "attended_is_target": float(attended.eq(target)[tokens].sum()),
     }
+
+
+def end_cosine_sums(states, target: torch.Tensor, end_ids: torch.Tensor, pad: int, eos: int, state: str) -> dict:
+    """Sums of cos(s'_q, s'_{q-d}) and their counts, d = 1, 2, over one batch (states B x T x H)."""
+    is_end = torch.isin(target, end_ids)  # B x T
+    sums = {}
+    for distance in (1, 2):
+        cosine, pairs = pair_cosines(states, target, is_end, pad, eos, state, distance)  # B x P each
+        sums[f"end_cos_{distance}"] = float((cosine * pairs).sum())
+        sums[f"end_pairs_{distance}"] = int(pairs.sum())
+    return sums
 
 
 def attention_of(net_output, batch_size: int, target_length: int) -> torch.Tensor:
@@ -87,11 +109,15 @@ def body(argv):
     parser.add_argument("--split", default="valid")
     parser.add_argument("--max-tokens", type=int, default=4000)
     parser.add_argument("--max-batches", type=int, help="stop after this many batches (default: the whole split)")
+    parser.add_argument("--cohesion-state", choices=COHESION_STATES, default="after",
+                        help="which decoder state ends a sentence, for end_cos_1/2 (semantic_cohesion's readings)")
     args = parser.parse_args(argv)
     from fairseq import utils
 
     model, task = load(args.checkpoint, args.bin_dir, args.split)
-    pad = task.target_dictionary.pad()
+    dictionary = task.target_dictionary
+    pad, eos = dictionary.pad(), dictionary.eos()
+    end_ids = torch.tensor(sorted({dictionary.index(w) for w in DEFAULT_SENTENCE_END.split()} - {dictionary.unk()}))
     dataset = task.dataset(args.split)
     sizes = dataset.num_tokens_vec(np.arange(len(dataset)))  # what batching by --max-tokens counts
     if len(sizes) and sizes.max() > args.max_tokens:
@@ -108,12 +134,25 @@ def body(argv):
             net_output = model(**sample["net_input"])
             attn = attention_of(net_output, *target.shape)  # B x T x S
             src = utils.convert_padding_direction(sample["net_input"]["src_tokens"], pad, left_to_right=True)
-            for key, value in batch_sums(attn, src, target, pad).items():
+            sums = batch_sums(attn, src, target, pad)
+            sums["nll"] = float(-target_log_probs(model, net_output, target)[target.ne(pad)].sum())
+            states = net_output[1].get("decoder_states") if isinstance(net_output[1], dict) else None
+            if states is not None and len(end_ids):
+                sums.update(end_cosine_sums(states, target, end_ids, pad, eos, args.cohesion_state))
+            for key, value in sums.items():
                 totals[key] = totals.get(key, 0) + value
     count = totals.pop("tokens", 0)
     if count == 0:
         raise UserError(f"{args.bin_dir}: split {args.split!r} has no target tokens")
+    ends = {}
+    for distance in (1, 2):
+        pairs = totals.pop(f"end_pairs_{distance}", 0)
+        cosines = totals.pop(f"end_cos_{distance}", 0.0)
+        if pairs:
+            ends.update({f"end_cos_{distance}": round(cosines / pairs, 4), f"end_pairs_{distance}": pairs})
+    nll_bits = totals.pop("nll") / count / math.log(2)
     report = {key: round(value / count, 4) for key, value in totals.items()}
+    report.update(nll_bits=round(nll_bits, 4), **ends)
     report.update(split=args.split, target_tokens=count)
     print(json.dumps(report))
     if not math.isfinite(report["entropy"]):

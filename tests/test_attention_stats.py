@@ -51,6 +51,10 @@ def test_cli_on_a_trained_checkpoint(trained):  # noqa: F811
     assert report["split"] == "valid" and 0 < part["target_tokens"] < report["target_tokens"]
     assert 0 <= report["entropy"] <= report["uniform_entropy"] + 1e-4
     assert 0 < report["max_weight"] <= 1 and 0 <= report["attended_is_target"] <= 1
+    # nll_bits is the per-token NLL fairseq-train logged for these weights (the validation after update 6)
+    logged = re.findall(r"valid on 'valid' subset \| .*?nll_loss ([\d.]+)",
+                        (save / "train_output.txt").read_text())
+    assert len(logged) == 2 and report["nll_bits"] == pytest.approx(float(logged[-1]), abs=6e-4)
 
     missing = subprocess.run([sys.executable, str(SCRIPT), str(save / "checkpoint_last.pt"), str(data / "bin"),
                               "--split", "nosuch"], capture_output=True, text=True)

@@ -16,6 +16,10 @@ class RecordingExperiment(Experiment):
         self.commands = []
 
     def run(self, cmd, log_name, stdout=None):
+        if stdout is not None:  # attention_stats.py on the validation set
+            self.stats_runs = getattr(self, "stats_runs", 0) + 1
+            stdout.write_text('{"nll_bits": 3.25, "entropy": 2.0}\n')
+            return 1.0
         self.commands.append([str(c) for c in cmd])
         model = Path(cmd[4])
         model.mkdir(parents=True, exist_ok=True)
@@ -43,11 +47,46 @@ def test_an_interrupted_system_is_trained_again_and_a_finished_one_reused(tmp_pa
     assert exp.commands[0][-2:] == ["--max-update", "9"] and "--copy" in exp.commands[0]
     assert (model / "checkpoint_best.pt").read_bytes() == b"new"  # the old run was removed, not resumed
     assert facts["updates"] == 9 and abs(facts["train_min"] - 0.7) < 1e-9
+    assert facts["valid_nll_bits"] == 3.25 and exp.stats_runs == 1  # the decoded checkpoint's NLL, computed once
 
     compare.train(exp, tmp_path / "data", system, retrain=False)
-    assert len(exp.commands) == 1  # finished: reused
+    assert len(exp.commands) == 1 and exp.stats_runs == 1  # finished: reused, with its statistics
     compare.train(exp, tmp_path / "data", system, retrain=True)
     assert len(exp.commands) == 2
+
+
+def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_path, monkeypatch):
+    """Issue 24 part 8: a finished system trained with other updates, options, config text, data or parent is
+    trained again; one without a record (trained before records existed) too; an identical one is reused."""
+    configs = tmp_path / "root" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
+    (configs / "rl.conf").write_text("TRAIN_ARGS=(--criterion self_critical_rouge)\n")
+    monkeypatch.setattr(compare, "ROOT", tmp_path / "root")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prep.json").write_text('{"settings": {"lang": "zh"}}')
+    exp = RecordingExperiment(tmp_path / "work")
+    base = ("pgn", "cfg", ["--copy"], None, 9)
+
+    def trains(system):
+        before = len(exp.commands)
+        compare.train(exp, data, system, retrain=False)
+        return len(exp.commands) - before
+
+    assert trains(base) == 1 and trains(base) == 0
+    assert trains(("pgn", "cfg", ["--copy"], None, 5000)) == 1  # another budget
+    assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # other options
+    assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 0
+    (configs / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.002)\n")
+    assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # the config file's text
+    (data / "prep.json").write_text('{"settings": {"lang": "en"}}')
+    assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # other data
+    assert trains(("rl", "rl", [], "pgn", 3)) == 1 and trains(("rl", "rl", [], "pgn", 3)) == 0
+    assert trains(("pgn", "cfg", [], None, 5000)) == 1  # the parent changed ...
+    assert trains(("rl", "rl", [], "pgn", 3)) == 1  # ... so its child is trained again
+    (exp.work / "models" / "rl" / compare.RECORD).unlink()
+    assert trains(("rl", "rl", [], "pgn", 3)) == 1  # no record: cannot be checked
 
 
 def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):

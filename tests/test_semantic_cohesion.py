@@ -12,15 +12,16 @@ from fairseq_plugins.criterions.semantic_cohesion import (
     SelfCriticalCohesionConfig,
     SelfCriticalCohesionCriterion,
     SemanticCohesionCriterion,
+    pair_cosines,
     semantic_cohesion,
 )
-from fairseq_plugins.generation.sampling import teacher_forcing_input
+from fairseq_plugins.generation.sampling import FreeRun, teacher_forcing_input
 from fairseq_plugins.text.markers import marker
 
-DICT = tiny_dictionary("a b c d e f g . 。")  # a..g = 4..10, . = 11, 。 = 12, markers 13..16
+DICT = tiny_dictionary("a b c d e f g . 。 <q>")  # a..g = 4..10, . = 11, 。 = 12, <q> = 13, markers 14..17
 PAD, EOS = DICT.pad(), DICT.eos()
 A, B, C, D, E = (DICT.index(w) for w in "abcde")
-DOT, ZH_STOP = DICT.index("."), DICT.index("。")
+DOT, ZH_STOP, Q = DICT.index("."), DICT.index("。"), DICT.index("<q>")
 M0 = DICT.index(marker(0))
 
 
@@ -65,7 +66,7 @@ def sample(target=None):
 
 
 def is_end(target):
-    return torch.isin(target, torch.tensor([DOT, ZH_STOP]))
+    return torch.isin(target, torch.tensor([DOT, ZH_STOP, Q]))
 
 
 # ---------------------------------------------------------------------------------------------- L_SEM
@@ -78,14 +79,64 @@ def test_l_sem_is_the_sum_of_cosines_of_consecutive_sentence_end_states():
     expected_after = cos(6, 2) + cos(8, 6)
     torch.testing.assert_close(semantic_cohesion(states, target, is_end(target), PAD, EOS, "after")[0],
                                expected_after)
-    # at: the states that predict each sentence's end (steps 1, 5, and 8, which predicts </s>)
-    expected_at = cos(5, 1) + cos(8, 5)
-    torch.testing.assert_close(semantic_cohesion(states, target, is_end(target), PAD, EOS, "at")[0], expected_at)
+    # separator: the states that emit each sentence's first end token (steps 1, 4, and 8, which predicts </s>)
+    expected_separator = cos(4, 1) + cos(8, 4)
+    torch.testing.assert_close(semantic_cohesion(states, target, is_end(target), PAD, EOS, "separator")[0],
+                               expected_separator)
+    # word: the states that emit each sentence's last word (steps 0, 3 and 7)
+    expected_word = cos(3, 0) + cos(7, 3)
+    torch.testing.assert_close(semantic_cohesion(states, target, is_end(target), PAD, EOS, "word")[0],
+                               expected_word)
+
+
+def test_readings_with_the_q_separator_of_cnndm_references():
+    """'a . <q> b c . </s>': the run '. <q>' ends one sentence; after = the state that has read '<q>' (it
+    predicts the next sentence's first word, not '<q>'), word = the one that emits 'a', separator = the one that
+    emits '.'."""
+    torch.manual_seed(6)
+    states = torch.randn(1, 7, 4)
+    target = torch.tensor([[A, DOT, Q, B, C, DOT, EOS]])
+    cos = lambda i, j: F.cosine_similarity(states[0, i], states[0, j], dim=0)  # noqa: E731
+    for state, (first, second) in {"after": (3, 6), "word": (0, 4), "separator": (1, 5)}.items():
+        got = semantic_cohesion(states, target, is_end(target), PAD, EOS, state)[0]
+        torch.testing.assert_close(got, cos(second, first), msg=state)
+
+
+@pytest.mark.parametrize("form", ["cosine", "squared", "positive"])
+def test_forms_of_the_summed_term(form):
+    torch.manual_seed(7)
+    states = torch.randn(1, 9, 4)
+    target = torch.tensor([[A, DOT, B, C, DOT, DOT, D, E, EOS]])
+    cosine, pairs = pair_cosines(states, target, is_end(target), PAD, EOS)
+    expected = {"cosine": cosine, "squared": cosine ** 2, "positive": cosine.clamp(min=0)}[form][pairs].sum()
+    torch.testing.assert_close(semantic_cohesion(states, target, is_end(target), PAD, EOS, form=form)[0], expected)
+
+
+@pytest.mark.parametrize("form, bound", [("squared", 0.5), ("cosine", None)])
+def test_minimising_the_default_form_keeps_the_sentence_before_last_apart(form, bound):
+    """Issue 20 point 3: minimising the sum of raw cosines of consecutive sentence ends drives s'_q towards
+    s'_{q-2} (cos -> +1); the default cos^2 makes consecutive ends orthogonal and keeps cos(s'_q, s'_{q-2})
+    below 0.5."""
+    torch.manual_seed(8)
+    target = torch.tensor([[A, DOT, B, DOT, C, DOT, D, DOT, E, DOT, EOS]])  # 5 sentences
+    states = torch.randn(1, target.size(1), 16, requires_grad=True)
+    optimizer = torch.optim.Adam([states], lr=0.05)
+    for _ in range(400):
+        optimizer.zero_grad()
+        semantic_cohesion(states, target, is_end(target), PAD, EOS, form=form).sum().backward()
+        optimizer.step()
+    with torch.no_grad():
+        adjacent, _ = pair_cosines(states, target, is_end(target), PAD, EOS, distance=1)
+        before_last, _ = pair_cosines(states, target, is_end(target), PAD, EOS, distance=2)
+    if bound is None:
+        assert (adjacent < -0.95).all() and (before_last > 0.9).all()
+    else:
+        assert adjacent.abs().max() < 0.05 and before_last.max() < bound
 
 
 @pytest.mark.parametrize("target", [[A, B, DOT, EOS, PAD], [A, B, C, EOS, PAD], [A, DOT, DOT, ZH_STOP, EOS],
-                                    [EOS, PAD, PAD, PAD, PAD]])
-@pytest.mark.parametrize("state", ["after", "at"])
+                                    [EOS, PAD, PAD, PAD, PAD], [A, DOT, Q, EOS, PAD]])
+@pytest.mark.parametrize("state", ["after", "word", "separator"])
 def test_l_sem_is_zero_for_one_sentence(target, state):
     states = torch.randn(1, 5, 3)
     target = torch.tensor([target])
@@ -104,7 +155,9 @@ def test_l_sem_per_summary_in_a_padded_batch():
 # ---------------------------------------------------------------------------------------------- the criterion
 @pytest.mark.parametrize("arch", sorted(MODELS))
 @pytest.mark.parametrize("loss_average", ["sequence", "token"])
-def test_loss_is_the_ml_loss_plus_lambda_times_the_mean_l_sem(arch, loss_average):
+def test_loss_is_the_ml_loss_plus_lambda_l_sem_at_the_papers_scale(arch, loss_average):
+    """Issue 20 point 1: lambda weighs each summary's L_SEM against its *summed* NLL (the paper's L_MLE), and the
+    two are divided by the same count: the summary's T with sequence averaging, the batch's tokens with token."""
     torch.manual_seed(2)
     model = MODELS[arch]().eval()
     batch = sample()
@@ -112,11 +165,16 @@ def test_loss_is_the_ml_loss_plus_lambda_times_the_mean_l_sem(arch, loss_average
     ml, sample_size, _ = focal(loss_average=loss_average).compute_loss(model, batch, net_output)
     loss, size, terms = cohesion(loss_average=loss_average, cohesion_lambda=0.5).compute_loss(
         model, batch, net_output)
-    l_sem = semantic_cohesion(net_output[1]["decoder_states"], batch["target"], is_end(batch["target"]), PAD, EOS)
+    l_sem = semantic_cohesion(net_output[1]["decoder_states"], batch["target"], is_end(batch["target"]), PAD, EOS,
+                              form="squared")
     assert l_sem[0] != 0 and l_sem[1] == 0  # three sentences, then one
     assert size == sample_size
-    # Divided by the sample size: the ML average plus lambda times L_SEM's mean over the 2 summaries.
-    torch.testing.assert_close(loss / size, ml / sample_size + 0.5 * l_sem.sum() / 2)
+    lengths = batch["target"].ne(PAD).sum(dim=1).float()  # T per summary: 8 and 3
+    if loss_average == "sequence":  # mean over summaries of (L_MLE + lambda L_SEM) / T
+        expected = ml / sample_size + (0.5 * l_sem / lengths).sum() / 2
+    else:  # (sum of L_MLE + lambda L_SEM) / target tokens
+        expected = ml / sample_size + 0.5 * l_sem.sum() / lengths.sum()
+    torch.testing.assert_close(loss / size, expected)
     torch.testing.assert_close(terms["cohesion"], l_sem.sum())
 
 
@@ -184,3 +242,31 @@ def test_self_critical_cohesion_uses_semantic_cohesion_as_its_ml_part():
     assert sample_size == expected_size
     torch.testing.assert_close(loss, expected)
     assert "cohesion" in logging_output
+
+
+def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
+    """Issue 20 point 4: under self_critical_cohesion the sampled summary's own sentence ends get lambda L_SEM too,
+    at L_rl's scale (gamma = 1: the loss is L_rl + lambda L_SEM(y^s), both per-summary sums, over documents)."""
+    torch.manual_seed(9)
+    model = tiny_dca().eval()
+    batch = sample()
+    tokens = torch.tensor([[A, DOT, B, DOT, EOS], [C, D, DOT, EOS, PAD]])  # y^s: two sentences, then one
+    sampled = FreeRun(tokens, torch.tensor([5, 4]), torch.zeros(2, 5), torch.zeros(2, dtype=torch.bool))
+    greedy = FreeRun(tokens[:, :2], torch.tensor([2, 2]), torch.zeros(2, 2), torch.zeros(2, dtype=torch.bool))
+
+    def loss_with(cohesion_lambda):
+        cfg = SelfCriticalCohesionConfig(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0,
+                                         loss_average="sequence", on_nonfinite="stop", rl_gamma=1.0,
+                                         cohesion_lambda=cohesion_lambda)
+        rl = SelfCriticalCohesionCriterion(Task(), cfg)
+        rl.decode = lambda model, sample: (sampled, greedy)
+        return rl(model, batch)
+
+    loss, size, logging_output = loss_with(0.5)
+    loss_without, _, _ = loss_with(0.0)
+    states = model(**dict(batch["net_input"], prev_output_tokens=teacher_forcing_input(tokens, PAD, EOS)))[1][
+        "decoder_states"]
+    l_sem = semantic_cohesion(states, tokens, is_end(tokens), PAD, EOS, form="squared")
+    assert l_sem[0] > 0 and l_sem[1] == 0
+    torch.testing.assert_close(logging_output["cohesion_sample"], l_sem.sum())
+    torch.testing.assert_close(loss - loss_without, 0.5 * l_sem.sum() * size / 2)

@@ -24,7 +24,8 @@ How one batch is computed (the same code for every architecture; nothing model-s
   3. the ML part runs its own teacher-forced pass on the reference (``ml_loss``);
   4. y^s is scored with one ordinary teacher-forced pass, model(src, prev_output_tokens built from y^s), and
      ``model.get_target_probs`` gives p(y^s_t | y^s_<t, x) with gradient.  This equals the probability it was
-     sampled with, because incremental decoding equals the full forward pass.
+     sampled with, because incremental decoding equals the full forward pass.  A subclass may add a per-summary
+     term of y^s computed from that same pass to L_rl (``sample_penalty``; self_critical_cohesion's L_SEM).
 Dropout: by default (``--rl-dropout`` off) steps 1 and 4 run with dropout off, so the distribution sampled
 from and the one differentiated are the same network; the ML part keeps the model's dropout.
 
@@ -255,8 +256,11 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         with timer("ml"):
             ml_loss, sample_size, ml_terms = self.ml_loss(model, sample)
         with timer("rl"):
-            log_p = self.sample_log_probs(model, sample, sampled)  # B x T, 0 after each sample's end
+            log_p, net_output = self.score_sample(model, sample, sampled)  # B x T, 0 after each sample's end
             rl_sum = (factor.to(log_p.dtype) * log_p).sum()  # eq 15, summed over the batch
+            penalty, penalty_terms = self.sample_penalty(model, net_output, sampled)
+            rl_sum = rl_sum + penalty  # a subclass's per-summary term of y^s (0 here)
+            ml_terms.update(penalty_terms)
         rl_norm = target.size(0) if self.per_sequence else int(sampled.lengths.sum())
         loss = self.gamma * rl_sum * (sample_size / rl_norm) + (1.0 - self.gamma) * ml_loss  # eq 16
 
@@ -322,13 +326,22 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
     def sample_log_probs(self, model, sample, sampled: FreeRun) -> Tensor:
         """log p(y^s_t | y^s_<t, x) with gradient, from one teacher-forced pass over y^s: B x T, 0 after each
         sample's last decoded token (its </s> included)."""
+        return self.score_sample(model, sample, sampled)[0]
+
+    def score_sample(self, model, sample, sampled: FreeRun):
+        """``sample_log_probs`` and the teacher-forced net_output over y^s it comes from."""
         tokens = sampled.tokens  # B x T
         prev = teacher_forcing_input(tokens, self.pad, self.eos)  # B x T
         with dropout_off(model, not self.cfg.rl_dropout):
             net_output = model(**dict(sample["net_input"], prev_output_tokens=prev))
             log_p = target_log_probs(model, net_output, tokens)  # B x T
         decoded = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0) < sampled.lengths.unsqueeze(1)
-        return log_p * decoded
+        return log_p * decoded, net_output
+
+    def sample_penalty(self, model, net_output, sampled: FreeRun) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """A term of the sampled summaries added to L_rl's batch sum (per-summary sums, normalised with it), and
+        its logged sums: none here (0, {}); self_critical_cohesion adds lambda L_SEM(y^s)."""
+        return sampled.tokens.new_zeros((), dtype=torch.float32), {}
 
     # ------------------------------------------------------------------ logging
     def make_logging_output(self, loss, ml_loss, rl_sum, rl_norm, sample, sample_size, ml_terms, sampled, greedy,

@@ -3,42 +3,60 @@
 Deep Communicating Agents, "mixed objective" (our notes, ../shared/papers/DCA_AND_PAULUS.md, DCA objectives):
     L_SEM     = sum_{q=2}^{Q} cos(s'_q, s'_{q-1})                                         [C]
     L_MLE-SEM = L_MLE + lambda L_SEM                                                      [U: exact form; lambda
-                                                                                           unknown, 0.1 a guess]
+                                                                                           unknown]
 where s'_q is the decoder state at the end of the q-th sentence of the summary (Q sentences; L_SEM = 0 when
-Q < 2).  Under teacher forcing the sentences are the reference's.
+Q < 2) and L_MLE = -sum_t log p(y_t | ...) is summed over the summary's tokens.  Under teacher forcing the
+sentences are the reference's; under ``self_critical_cohesion`` also the sampled summary's own.
 
-The sign.  The notes (and the paper) add +lambda L_SEM to a loss that is minimised, so training makes the states
-at the ends of consecutive sentences *less* similar (cosine towards 0 or below).  That is the paper's intent:
-the term is there to stop the decoder from repeating itself, and a decoder that is in the same state at the end
-of two consecutive sentences tends to produce the same sentence twice.  So no sign is flipped here: minimising
-the sum of cosines is exactly "consecutive sentence states should be dissimilar".
+The sign.  +lambda L_SEM is added to a loss that is minimised, so training makes the states at the ends of
+consecutive sentences less similar: a decoder that is in the same state at the end of two consecutive sentences
+tends to produce the same sentence twice.
 
-Sentences (``--cohesion-sentence-end``, default ``. ! ? 。 ！ ？``, tokens looked up in the target dictionary).  A
-sentence ends at a delimiter not followed by another delimiter (``! ?`` or ``. . .`` end one sentence, at the
-last one); text after the last delimiter, before ``</s>``, is the last sentence.  A summary with no delimiter
-(or a single sentence) has Q = 1 and L_SEM = 0.
+Scale (``--cohesion-lambda`` is the paper's lambda).  L_MLE and L_SEM are both per-summary sums, and they are
+added as such before any averaging: with ``--loss-average sequence`` (default) each summary's
+L_MLE + lambda L_SEM is divided by its T target tokens (focal_copy_coverage's eq-16 mean over steps) and the
+batch loss is the mean over summaries; with ``token`` the batch's sum of L_MLE + lambda L_SEM is divided by the
+batch's target tokens.  Either way lambda weighs L_SEM against the *summed* NLL of the summary, as in the paper.
+Before this was fixed (issue 20), lambda multiplied the mean of L_SEM over summaries and was added to the
+per-token ML mean: an old lambda_old weighs like lambda = lambda_old * T in the paper's form (CNN/DM, T ~ 62:
+the old 0.1 was ~6).
+
+The form (``--cohesion-form``).  ``cosine`` is the paper's term.  Minimising a sum of raw cosines of
+consecutive pairs drives each pair towards cos = -1, and then s'_q points the same way as s'_{q-2} (a chain
+that alternates between two directions): a mechanism for repeating the sentence before last, the opposite of
+the term's purpose.  ``squared`` (default) sums cos^2, whose optimum is orthogonal consecutive states and which
+leaves cos(s'_q, s'_{q-2}) free (tests/test_semantic_cohesion.py: minimising it alone keeps that below 0.5,
+while the raw cosine drives it to about +1).  ``positive`` sums max(cos, 0): only similar states are pushed
+apart, any non-positive cosine is left alone.
+
+Sentences (``--cohesion-sentence-end``, default ``. ! ? 。 ！ ？ <q>``, tokens looked up in the target
+dictionary; ``<q>`` is the sentence separator of the project's CNN/DM references).  A run of these tokens
+(``. <q>``, ``! ?``) ends one sentence; text after the last run, before ``</s>``, is the last sentence.  A
+summary with no such token (or a single sentence) has Q = 1 and L_SEM = 0.
 
 Which state is s'_q (``--cohesion-state``, [U]).  Under teacher forcing the decoder state s_t of step t has read
-target tokens 0..t-1 and predicts token t:
-  * ``after`` (default): the state that has read the sentence's last token, its delimiter included, i.e. the
-    state at the step after it.  This is our reading of "the hidden state produced with the period as input"
-    in a published summary of the paper (papers/seeds/003_*.txt).  For a last sentence without a delimiter,
-    the state that has read its last word (the one that predicts ``</s>``).
-  * ``at``: the state that predicts the sentence's end: its delimiter, or ``</s>`` for a last sentence
-    without one.
-A sentence whose state does not exist (a truncated reference ending in a delimiter with no ``</s>`` after it,
-with ``after``) is left out.  The states come from the model's ``extra["decoder_states"]`` (B x T x H), which
-every architecture of the project exposes (pgn_lstm, global_gate_gru, dca_lstm).
+target tokens 0..t-1 and predicts token t.  For a sentence whose last word is at position w, followed by the
+run of end tokens at positions w+1..e:
+  * ``word``: s_w, the state that emits the sentence's last word;
+  * ``separator``: s_{w+1}, the state that emits the first end token (``.``);
+  * ``after`` (default): s_{e+1}, the state that has read the whole run, which predicts the next sentence's
+    first word (or ``</s>``).
+For a last sentence without end tokens, ``separator`` and ``after`` take the state that predicts ``</s>``.
+``separator`` pushes apart states that must all predict the same token (``.``), against the NLL;
+with ``<q>`` among the end tokens, ``after`` does not (without it, on CNN/DM it would be the state predicting
+``<q>``).  The default was chosen by measurement (docs/results/dca2018_cnndm.md, row 2 with each reading).
+A sentence whose state does not exist (a truncated summary ending in an end token, with ``after``) is left
+out.  The states come from the model's ``extra["decoder_states"]`` (B x T x H), which every architecture of
+the project exposes (pgn_lstm, global_gate_gru, dca_lstm).
 
-Scale.  The ML part is ``focal_copy_coverage``'s own ``compute_loss`` with all its options (this criterion
-subclasses it, nothing is copied).  L_SEM is one number per summary.  Whatever ``--loss-average``, the loss
-fairseq back-propagates (the criterion's loss divided by its sample size) is the ML part's average plus lambda
-times the mean of L_SEM over the batch's summaries.  Logged: ``cohesion`` (mean L_SEM per summary) besides the ML
-part's terms.
+Logged: ``cohesion`` (mean L_SEM per summary, in the chosen form) besides the ML part's terms; ``nll_loss``
+stays the ML part's per-token NLL, so it compares with systems trained without the term.
 
 With reinforcement learning.  ``self_critical_cohesion`` is ``self_critical_rouge`` with this criterion as its
-ML part (its ``ml_criterion_class`` hook): L = gamma L_rl + (1 - gamma) L_MLE-SEM, all options of both; the RL
-code is self_critical_rouge's own.
+ML part (its ``ml_criterion_class`` hook): L = gamma (L_rl + lambda L_SEM(y^s)) + (1 - gamma) L_MLE-SEM, all
+options of both.  L_SEM(y^s) is the cohesion of the sampled summary's own sentence ends ("as the decoder
+generates"), computed on the states of the teacher-forced pass that scores y^s, and joins L_rl at its scale
+(both per-summary sums); logged as ``cohesion_sample``.  The RL code is self_critical_rouge's own.
 """
 import math
 from dataclasses import dataclass, field
@@ -54,67 +72,111 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageConfig, FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 
-COHESION_STATES = ("after", "at")
-DEFAULT_SENTENCE_END = ". ! ? 。 ！ ？"
+COHESION_STATES = ("after", "word", "separator")
+COHESION_FORMS = ("squared", "cosine", "positive")
+DEFAULT_SENTENCE_END = ". ! ? 。 ！ ？ <q>"
 COSINE_EPS = 1e-8
 
 
 @dataclass
 class SemanticCohesionConfig(FocalCopyCoverageConfig):
     cohesion_lambda: float = field(
-        default=0.1, metadata={"help": "lambda of L_MLE + lambda L_SEM (0 = the ML loss alone; the paper's value is "
-                                       "not known to us)"})
+        default=1.0, metadata={"help": "the paper's lambda of L_MLE + lambda L_SEM, L_MLE summed over the summary's "
+                                       "tokens (0 = the ML loss alone; the paper's value is not known to us)"})
     cohesion_sentence_end: str = field(
         default=DEFAULT_SENTENCE_END, metadata={"help": "tokens that end a summary sentence, space-separated (those "
                                                         "in the target dictionary are used)"})
     cohesion_state: ChoiceEnum(list(COHESION_STATES)) = field(
-        default="after", metadata={"help": "s'_q: the decoder state after reading the sentence's last token (after) "
-                                           "or the one that predicts it (at) [interpretation]"})
+        default="after", metadata={"help": "s'_q: the state that has read the sentence's end tokens (after), the "
+                                           "one that emits its last word (word) or its first end token "
+                                           "(separator) [interpretation]"})
+    cohesion_form: ChoiceEnum(list(COHESION_FORMS)) = field(
+        default="squared", metadata={"help": "the summed term: cos^2 (squared: optimum orthogonal), the paper's "
+                                             "cos (cosine: optimum -1), or max(cos, 0) (positive)"})
 
 
-def sentence_end_steps(target: Tensor, is_delimiter: Tensor, pad: int, eos: int, state: str = "after"):
-    """The decoder step whose state is s'_q, for every sentence end of every summary.
+def sentence_end_steps(target: Tensor, is_end: Tensor, pad: int, eos: int, state: str = "after"):
+    """The decoder step whose state is s'_q, for every sentence of every summary.
 
     Args:
         target: B x T target tokens (``</s>`` then padding after each summary).
-        is_delimiter: B x T, True at sentence-ending tokens.
-        state: "after" or "at" (module docstring).
+        is_end: B x T, True at sentence-ending tokens.
+        state: "after", "word" or "separator" (module docstring).
     Returns:
-        steps B x T (the step of s'_q at the position of the sentence's last token) and ends B x T (True at the
-        last token of each sentence whose state exists).
+        steps B x T (the step of s'_q, at the position of the sentence's last token) and ends B x T (True at
+        the last token of each sentence whose state exists).
     """
     if state not in COHESION_STATES:
         raise ValueError(f"unknown --cohesion-state {state!r} (choose from {', '.join(COHESION_STATES)})")
     steps_total = target.size(1)
     valid = target.ne(pad)  # B x T
     content = valid & target.ne(eos)  # B x T: summary tokens
-    shift = lambda x: torch.cat([x[:, 1:], x.new_zeros(x.size(0), 1)], dim=1)  # noqa: E731  x[t+1], False at end
-    delimiter = is_delimiter & content
-    delimiter_end = delimiter & ~shift(delimiter)  # the last delimiter of a run
-    unterminated = content & ~shift(content) & ~delimiter  # last word of a last sentence without a delimiter
+    after = lambda x: torch.cat([x[:, 1:], x.new_zeros(x.size(0), 1)], dim=1)  # noqa: E731  x[t+1], 0 at the end
+    before = lambda x: torch.cat([x.new_zeros(x.size(0), 1), x[:, :-1]], dim=1)  # noqa: E731  x[t-1], 0 at 0
+    end_token = is_end & content  # B x T
+    run_end = end_token & ~after(end_token)  # B x T: the last end token of a run
+    unterminated = content & ~after(content) & ~end_token  # B x T: last word of a last sentence without an end
     positions = torch.arange(steps_total, device=target.device).unsqueeze(0).expand_as(target)  # B x T
-    next_step = (delimiter_end | unterminated) if state == "after" else unterminated  # B x T: s_{t+1}, else s_t
-    steps = positions + next_step.long()  # B x T
-    exists = ~next_step | shift(valid)  # the chosen step is one of the summary's steps
-    return steps.clamp(max=steps_total - 1), (delimiter_end | unterminated) & exists
+    if state == "after":
+        offset = (run_end | unterminated).long()  # s_{e+1}; s_{w+1} predicts </s>
+    else:
+        run_length = run_lengths(end_token)  # B x T: at a run's last token, the run's length
+        first = 1 if state == "separator" else 0
+        offset = torch.where(run_end, first - run_length, unterminated.long() * first)  # s_{w+1} or s_w
+    steps = positions + offset  # B x T
+    exists = (steps >= 0) & (steps < steps_total)  # B x T
+    exists &= valid.gather(1, steps.clamp(0, steps_total - 1))  # the chosen step is one of the summary's steps
+    return steps.clamp(0, steps_total - 1), (run_end | unterminated) & exists
 
 
-def semantic_cohesion(states: Tensor, target: Tensor, is_delimiter: Tensor, pad: int, eos: int,
-                      state: str = "after") -> Tensor:
-    """L_SEM = sum_{q=2}^{Q} cos(s'_q, s'_{q-1}) of each summary.  B.
+def run_lengths(flags: Tensor) -> Tensor:
+    """B x T: at each True position, the number of consecutive Trues ending there (0 elsewhere)."""
+    counts = flags.long().cumsum(dim=1)  # B x T
+    last_false = torch.where(flags, torch.zeros_like(counts), counts).cummax(dim=1).values  # B x T
+    return torch.where(flags, counts - last_false, torch.zeros_like(counts))
 
-    states: B x T x H decoder states (s_t predicts target[:, t]); target, is_delimiter: B x T."""
-    steps, ends = sentence_end_steps(target, is_delimiter, pad, eos, state)  # B x T each
+
+def cohesion_term(cosine: Tensor, form: str) -> Tensor:
+    """The summed term of L_SEM for consecutive pairs' cosines (module docstring, ``--cohesion-form``)."""
+    if form == "cosine":
+        return cosine  # the paper's
+    if form == "squared":
+        return cosine.pow(2)
+    if form == "positive":
+        return cosine.clamp(min=0.0)
+    raise ValueError(f"unknown --cohesion-form {form!r} (choose from {', '.join(COHESION_FORMS)})")
+
+
+def sentence_end_states(states: Tensor, target: Tensor, is_end: Tensor, pad: int, eos: int, state: str = "after"):
+    """s'_1..s'_Q of each summary, padded to the batch's largest Q: (B x Q x H float, Q per summary B)."""
+    steps, ends = sentence_end_steps(target, is_end, pad, eos, state)  # B x T each
     count = ends.sum(dim=1)  # B: Q
     width = int(count.max()) if count.numel() else 0
-    if width < 2:
-        return states.new_zeros(target.size(0), dtype=torch.float32)
     order = torch.sort((~ends).int(), dim=1, stable=True).indices[:, :width]  # B x Q: sentence ends first, in order
     chosen = steps.gather(1, order)  # B x Q: the step of s'_q
-    ends_states = states.gather(1, chosen.unsqueeze(2).expand(-1, -1, states.size(2))).float()  # B x Q x H
-    cosine = F.cosine_similarity(ends_states[:, 1:], ends_states[:, :-1], dim=2, eps=COSINE_EPS)  # B x (Q-1)
-    pairs = torch.arange(1, width, device=target.device).unsqueeze(0) < count.unsqueeze(1)  # B x (Q-1)
-    return (cosine * pairs).sum(dim=1)  # B
+    return states.gather(1, chosen.unsqueeze(2).expand(-1, -1, states.size(2))).float(), count  # B x Q x H
+
+
+def pair_cosines(states: Tensor, target: Tensor, is_end: Tensor, pad: int, eos: int, state: str = "after",
+                 distance: int = 1):
+    """cos(s'_q, s'_{q-distance}) for q = distance+1..Q: (B x (Q-distance) cosines, B x (Q-distance) mask)."""
+    ends_states, count = sentence_end_states(states, target, is_end, pad, eos, state)  # B x Q x H, B
+    width = ends_states.size(1)
+    if width <= distance:
+        empty = states.new_zeros(target.size(0), 0, dtype=torch.float32)
+        return empty, empty.bool()
+    cosine = F.cosine_similarity(ends_states[:, distance:], ends_states[:, :-distance], dim=2, eps=COSINE_EPS)
+    pairs = torch.arange(distance, width, device=target.device).unsqueeze(0) < count.unsqueeze(1)  # B x (Q-d)
+    return cosine, pairs
+
+
+def semantic_cohesion(states: Tensor, target: Tensor, is_end: Tensor, pad: int, eos: int, state: str = "after",
+                      form: str = "cosine") -> Tensor:
+    """L_SEM = sum_{q=2}^{Q} term(cos(s'_q, s'_{q-1})) of each summary (term: ``cohesion_term``).  B.
+
+    states: B x T x H decoder states (s_t predicts target[:, t]); target, is_end: B x T."""
+    cosine, pairs = pair_cosines(states, target, is_end, pad, eos, state)  # B x (Q-1) each
+    return (cohesion_term(cosine, form) * pairs).sum(dim=1)  # B
 
 
 def delimiter_ids(dictionary, words: str, option: str = "--cohesion-sentence-end") -> Tensor:
@@ -134,34 +196,43 @@ class SemanticCohesionCriterion(FocalCopyCoverageCriterion):
     nonfinite_name = "semantic_cohesion"
 
     def __init__(self, task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg,
-                 on_nonfinite="stop", cohesion_lambda=0.1, cohesion_sentence_end=DEFAULT_SENTENCE_END,
-                 cohesion_state="after"):
+                 on_nonfinite="stop", cohesion_lambda=1.0, cohesion_sentence_end=DEFAULT_SENTENCE_END,
+                 cohesion_state="after", cohesion_form="squared"):
         super().__init__(task, focal_alpha, focal_gamma, coverage_lambda, loss_average, sentence_avg, on_nonfinite)
         if not math.isfinite(cohesion_lambda) or cohesion_lambda < 0:
             raise ValueError(f"--cohesion-lambda must be a finite number >= 0, not {cohesion_lambda}")
         if cohesion_state not in COHESION_STATES:
             raise ValueError(f"unknown --cohesion-state {cohesion_state!r} (choose from {', '.join(COHESION_STATES)})")
+        cohesion_term(torch.zeros(1), cohesion_form)  # names a bad --cohesion-form now, not at the first batch
         self.cohesion_lambda = cohesion_lambda
         self.cohesion_state = cohesion_state
+        self.cohesion_form = cohesion_form
         dictionary = task.target_dictionary
         self.eos = dictionary.eos()
         self.delimiters = delimiter_ids(dictionary, cohesion_sentence_end)
 
-    def compute_loss(self, model, sample, net_output):
-        """(L_MLE + lambda L_SEM summed over the batch at the ML part's scale, sample size, term sums)."""
-        loss, sample_size, terms = super().compute_loss(model, sample, net_output)
+    def cohesion(self, model, net_output, tokens: Tensor) -> Tensor:
+        """L_SEM of each summary in ``tokens`` (B x T, a target or a sample), from the decoder states of the
+        teacher-forced ``net_output`` over them.  B."""
         states = net_output[1].get("decoder_states")
         if states is None:
             raise ValueError(f"semantic_cohesion needs the decoder states: {type(model).__name__}'s decoder output "
                              f"has no extra['decoder_states'] (B x T x H)")
-        target = sample["target"]  # B x T
-        is_delimiter = torch.isin(target, self.delimiters.to(target.device))  # B x T
+        is_end = torch.isin(tokens, self.delimiters.to(tokens.device))  # B x T
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.cohesion_lambda > 0):
-            cohesion = semantic_cohesion(states, target, is_delimiter, self.padding_idx, self.eos,
-                                         self.cohesion_state)  # B
-        documents = target.size(0)
-        # lambda times the mean over summaries, once divided by sample_size (documents or target tokens).
-        loss = loss + self.cohesion_lambda * cohesion.sum() * (sample_size / documents)
+            return semantic_cohesion(states, tokens, is_end, self.padding_idx, self.eos, self.cohesion_state,
+                                     self.cohesion_form)  # B
+
+    def compute_loss(self, model, sample, net_output):
+        """(L_MLE + lambda L_SEM summed over the batch at the ML part's scale, sample size, term sums)."""
+        loss, sample_size, terms = super().compute_loss(model, sample, net_output)
+        target = sample["target"]  # B x T
+        cohesion = self.cohesion(model, net_output, target)  # B
+        if self.per_sequence:  # each summary's (L_MLE + lambda L_SEM) / T, as the ML part divides its L_MLE
+            scale = 1.0 / target.ne(self.padding_idx).sum(dim=1).clamp(min=1).to(cohesion.dtype)  # B
+        else:  # the batch's sum of L_MLE + lambda L_SEM, divided by its target tokens (the sample size)
+            scale = torch.ones_like(cohesion)  # B
+        loss = loss + self.cohesion_lambda * (cohesion * scale).sum()
         terms["cohesion"] = cohesion.sum()
         return loss, sample_size, terms
 
@@ -181,7 +252,20 @@ class SelfCriticalCohesionConfig(SelfCriticalRougeConfig, SemanticCohesionConfig
 
 @register_criterion("self_critical_cohesion", dataclass=SelfCriticalCohesionConfig)
 class SelfCriticalCohesionCriterion(SelfCriticalRougeCriterion):
-    """gamma L_rl + (1 - gamma) L_MLE-SEM: self_critical_rouge with semantic_cohesion as its ML part."""
+    """gamma (L_rl + lambda L_SEM(y^s)) + (1 - gamma) L_MLE-SEM: self_critical_rouge with semantic_cohesion as its
+    ML part, and the cohesion of the sampled summaries (module docstring)."""
 
     ml_criterion_class = SemanticCohesionCriterion
     nonfinite_name = "self_critical_cohesion"
+
+    def sample_penalty(self, model, net_output, sampled):
+        """lambda L_SEM of the sampled summaries' own sentence ends (summed over the batch), and that sum."""
+        cohesion = self.ml.cohesion(model, net_output, sampled.tokens).sum()
+        return self.ml.cohesion_lambda * cohesion, {"cohesion_sample": cohesion}
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        summaries = sum(log.get("nsentences", 0) for log in logging_outputs)
+        total = sum(log.get("cohesion_sample", 0) for log in logging_outputs)
+        metrics.log_scalar("cohesion_sample", total / max(summaries, 1), summaries, round=4)

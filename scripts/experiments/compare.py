@@ -23,8 +23,10 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
      official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
      characters), mean length, decode sentences/s (fairseq's own timing of the generation);
   4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
-A system whose training finished in WORK is reused (its decode rows are recomputed) unless --retrain; an
-interrupted one is trained again from the start.  The table goes
+A system whose training finished in WORK is reused (its decode rows are recomputed) only when its recorded
+training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
+prep.json and, for --continue, the parent's record) equals this run's exactly; a changed, unrecorded or
+interrupted one is trained again from the start, and the log says why.  --retrain trains every system again.  The table goes
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
 """
 import argparse
@@ -34,10 +36,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lib import (ROOT, Experiment, cnndm_raw, decode_facts, lcsts_raw, lead, official_rouge,  # noqa: E402
                  read_lines, repetition, train_facts, write_lines)
+
+RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,22 +113,75 @@ def model_dir(exp: Experiment, label: str) -> Path:
     return exp.work / "models" / label.replace(":", "_")
 
 
+def training_record(exp: Experiment, data: Path, system) -> dict:
+    """What makes a trained system what it is: the train.sh options (config name, extra options, updates), the
+    config file's text, the data's preprocessing record (prep.json) and, for a continued system, its parent's
+    record.  Paths of the work folder are left out, so a moved work folder still matches."""
+    label, config, extra, parent, updates = system
+    config_file = ROOT / "configs" / f"{config}.conf"
+    prep = data / "prep.json"
+    return {
+        "train_options": ["-c", config, *map(str, extra), "--max-update", str(updates)],
+        "config_text": config_file.read_text(encoding="utf-8") if config_file.is_file() else None,
+        "data_prep": prep.read_text(encoding="utf-8") if prep.is_file() else None,
+        "parent": None if parent is None else read_record(model_dir(exp, parent)),
+    }
+
+
+def read_record(model: Path) -> Optional[dict]:
+    record = model / RECORD
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
+def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict) -> Optional[str]:
+    """None when the system in ``model`` finished training with exactly ``want``; else why it is retrained."""
+    finished = (model / "train_seconds").is_file()  # written only when training ran to the end
+    if not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+        return "no finished training"
+    have = read_record(model)
+    if have is None:
+        return f"no {RECORD} (trained before training records existed), so its options cannot be checked"
+    changed = [key for key in want if have.get(key) != want[key]]
+    return f"its {', '.join(changed)} changed" if changed else None
+
+
 def train(exp: Experiment, data: Path, system, retrain: bool):
+    """Trains a system, or reuses its finished training when the recorded training (``training_record``)
+    matches exactly; anything else is trained again from the start, with the reason logged."""
     label, config, extra, parent, updates = system
     model = model_dir(exp, label)
     log_name = f"train_{label}.log"
-    finished = (model / "train_seconds").is_file()  # written only when training ran to the end
-    if retrain or not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+    want = training_record(exp, data, system)
+    verdict = "--retrain" if retrain else reuse_verdict(exp, model, log_name, want)
+    if verdict is None:
+        exp.log(f"{label}: reusing the finished training in {model} (same options, config, data and parent)")
+    else:
+        if (model / "train_seconds").is_file():
+            exp.log(f"{label}: training again from the start: {verdict}")
         shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
         start = []
         if parent is not None:
             start = ["--finetune-from-model", model_dir(exp, parent) / "checkpoint_best.pt"]
         seconds = exp.run([ROOT / "train.sh", "-c", config, data, model, *extra, *start, "--max-update", updates],
                           log_name)
+        (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         (model / "train_seconds").write_text(f"{seconds:.1f}\n")
     facts = train_facts(exp.logs / log_name)
     facts["train_min"] = float((model / "train_seconds").read_text()) / 60
+    facts.update(checkpoint_stats(exp, data, model, label))
     return model, facts
+
+
+def checkpoint_stats(exp: Experiment, data: Path, model: Path, label: str) -> dict:
+    """scripts/attention_stats.py on the validation set with the checkpoint that is decoded (checkpoint_best.pt):
+    ``nll_bits``, the per-token NLL in bits (one definition for every model and criterion, unlike the ``loss``
+    fairseq logs), the attention's focus and, for models with decoder states, the sentence ends' cosines.
+    Cached in MODEL/valid_stats.json (a retrained system gets a fresh folder)."""
+    stats = model / "valid_stats.json"
+    if not stats.is_file():
+        exp.run([sys.executable, ROOT / "scripts" / "attention_stats.py", model / "checkpoint_best.pt", data / "bin",
+                 "--split", "valid", "--max-tokens", "20000"], f"valid_stats_{label}.log", stdout=stats)
+    return {f"valid_{key}": value for key, value in json.loads(stats.read_text(encoding="utf-8")).items()}
 
 
 def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, decode, lang: str, n_test: int):
@@ -149,7 +207,7 @@ def fmt(value, digits=2):
 
 def table(rows, trained):
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | summaries with a repeat % | "
-             "mean length | decode sent/s | updates | train min | train words/s | best valid loss |",
+             "mean length | decode sent/s | updates | train min | train words/s | valid NLL (bits/token) |",
              "|" + "---|" * 13]
     for row in rows:
         facts = trained.get(row["system"], {})
@@ -158,7 +216,7 @@ def table(rows, trained):
             f"| {row['system']}", row["decode"], fmt(rouge["ROUGE-1"]), fmt(rouge["ROUGE-2"]), fmt(rouge["ROUGE-L"]),
             fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1), fmt(row.get("mean_length"), 1),
             fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("train_min"), 1),
-            fmt(facts.get("words_per_s"), 0), fmt(facts.get("best_valid_loss"), 3)]) + " |")
+            fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3)]) + " |")
     return lines
 
 

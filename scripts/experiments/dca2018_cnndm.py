@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Celikyilmaz et al. (2018), the poster's ablation of deep communicating agents at CPU scale on CNN/DailyMail.
+
+    python scripts/experiments/dca2018_cnndm.py [--updates 1000] [--rl-updates 300] [--work runs/dca2018_cnndm]
+                                                [--threads 1] [--only LABEL,LABEL...] [--seed N]
+
+One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
+test documents; sources of up to 800 tokens, summaries of up to 100; configs/cnndm_small.conf's preprocessing).
+Every system has the same sizes (embeddings 64, hidden 128, shared embeddings), batches (6,000 tokens), Adam,
+seed and number of updates, keeps its best checkpoint by validation ROUGE-L (greedy) and is decoded with beam 4
+three ways: no blocking, trigram blocking (Paulus et al.'s rule, the ``<q>`` sentence separator taking part, so
+a trigram ". <q> the" blocks a sentence-initial word after the same sentence end), and trigram blocking with
+``--block-ignore "<q>"`` (trigrams spanning a sentence separator may repeat).
+
+The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's row):
+  1 single_mle            pgn_lstm, no coverage (the single-agent baseline), NLL
+  2 single_sem            the same + semantic_cohesion (lambda 1 in the paper's form, cos^2, s'_q read "after")
+  2 single_sem_word       row 2 with s'_q read as the state that emits the sentence's last word
+  2 single_sem_separator  row 2 with s'_q read as the state that emits the sentence's end token
+  3 agents_no_comm        dca_lstm_small, 3 agents, no communication, no contextual agent attention, + SEM
+  4 agents_comm           + communication
+  5 agents_comm_caa       + contextual agent attention (the full model)
+  6 rl                    row 5 fine-tuned with self_critical_cohesion for --rl-updates updates
+  ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
+and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
+
+Our rows 3 and 4 differ from the poster's in one respect: the poster adds communication and the multi-agent
+pointer in one step (row 4).  Rows 1-2 copy (pgn_lstm's pointer); a row 3 that could not copy would lose to
+them for that reason alone, so our row 3 keeps the multi-agent pointer and row 4 adds communication only.
+
+``--only`` trains and scores only the systems with these labels (for example half of them in another WORK, side
+by side on a second core; row 6 needs row 5 in the same WORK).  ``--seed N`` (other than 1) trains every system
+with that seed, labelled LABEL_seedN.  compare.py reuses a finished system only when its training record
+matches exactly, so a table resumes from its finished systems.
+"""
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = "--encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-hidden-size 128 --decoder-hidden-size 128"
+SINGLE = f"{SIZES} --no-coverage --coverage-lambda 0"
+SEM = "--criterion semantic_cohesion --cohesion-lambda 1"
+ROWS = [  # (label, config, extra options)
+    ("1:single_mle", "cnndm_small", SINGLE),
+    ("2:single_sem", "cnndm_small", f"{SINGLE} {SEM}"),
+    ("2:single_sem_word", "cnndm_small", f"{SINGLE} {SEM} --cohesion-state word"),
+    ("2:single_sem_separator", "cnndm_small", f"{SINGLE} {SEM} --cohesion-state separator"),
+    ("3:agents_no_comm", "dca_lstm_cnndm_small", "--no-communication --no-contextual-agent-attention"),
+    ("4:agents_comm", "dca_lstm_cnndm_small", "--no-contextual-agent-attention"),
+    ("5:agents_comm_caa", "dca_lstm_cnndm_small", ""),
+    ("ref:pgn_coverage", "cnndm_small", SIZES),
+]
+RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small",
+      "--criterion self_critical_cohesion --rl-gamma 0.9984 --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001")
+DECODES = ("beam", "beam+block --block-ngram-repeat 3", "beam+block_no_q --block-ngram-repeat 3 --block-ignore '<q>'")
+
+
+def seeded(label: str, extra: str, seed: int):
+    return (label, extra) if seed == 1 else (f"{label}_seed{seed}", f"{extra} --seed {seed}".strip())
+
+
+def command(args):
+    """The compare.py command line of the systems selected by --only and --seed."""
+    cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", "dca2018_cnndm",
+           "--corpus", "cnndm", "--config", "cnndm_small", "--updates", str(args.updates),
+           "--threads", str(args.threads), "--work", args.work, "--lead", "3"]
+    wanted = lambda label: not args.only or label in args.only  # noqa: E731
+    for label, config, extra in ROWS:
+        if wanted(label):
+            name, options = seeded(label, extra, args.seed)
+            cmd += ["--variant", f"{name} {config} {options}"]
+    label, parent, config, extra = RL
+    if wanted(label):
+        if not wanted(parent):
+            raise SystemExit(f"dca2018_cnndm.py: --only {label} needs its parent {parent} in the same run")
+        child, child_extra = seeded(label, extra, args.seed)
+        cmd += ["--continue", f"{child} {seeded(parent, '', args.seed)[0]} {config} {child_extra}",
+                "--continue-updates", str(args.rl_updates)]
+    for decode in DECODES:
+        cmd += ["--decode", decode]
+    return cmd
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--updates", type=int, default=1000, help="training updates of rows 1-5 and the reference")
+    parser.add_argument("--rl-updates", type=int, default=300, help="self-critical updates of row 6")
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "dca2018_cnndm")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
+                        help="comma-separated labels of the systems to run (default: all)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
+    args = parser.parse_args()
+    known = {label for label, _, _ in ROWS} | {RL[0]}
+    unknown = [label for label in args.only or [] if label not in known]
+    if unknown:
+        parser.error(f"--only: unknown system {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    subprocess.run(list(map(str, command(args))), check=True, cwd=ROOT, env=dict(os.environ))
+
+
+if __name__ == "__main__":
+    main()
