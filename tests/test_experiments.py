@@ -129,3 +129,61 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),
                           "--only", "full,nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr
+
+
+def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatch, tmp_path):
+    """dca2018_cnndm.py: --only selects rows; --seed relabels them (row 6's parent too); row 6 without row 5 in
+    the same run, or an unknown label, stops with a message."""
+    import subprocess
+
+    import dca2018_cnndm
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kwargs: calls.append(list(map(str, cmd))))
+    monkeypatch.setattr(sys, "argv", ["dca2018_cnndm.py", "--work", str(tmp_path), "--seed", "2",
+                                      "--only", "1:single_mle,5:agents_comm_caa,6:rl"])
+    dca2018_cnndm.main()
+    cmd = calls[0]
+    variants = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--variant"]
+    assert [v.split()[:2] for v in variants] == [["1:single_mle_seed2", "cnndm_small"],
+                                                  ["5:agents_comm_caa_seed2", "dca_lstm_cnndm_small"]]
+    assert all(v.endswith("--seed 2") for v in variants) and "--no-coverage" in variants[0]
+    rl = cmd[cmd.index("--continue") + 1].split()
+    assert rl[:3] == ["6:rl_seed2", "5:agents_comm_caa_seed2", "dca_lstm_cnndm_small"]
+    assert "self_critical_cohesion" in rl and rl[-2:] == ["--seed", "2"]
+    decodes = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--decode"]
+    assert [d.split()[0] for d in decodes] == ["beam", "beam+block", "beam+block_no_q"]
+    assert cmd[cmd.index("--lead") + 1] == "3" and cmd[cmd.index("--corpus") + 1] == "cnndm"
+
+    monkeypatch.undo()
+    script = str(ROOT / "scripts" / "experiments" / "dca2018_cnndm.py")
+    orphan = subprocess.run([sys.executable, script, "--only", "6:rl"], capture_output=True, text=True)
+    assert orphan.returncode != 0 and "needs its parent 5:agents_comm_caa" in orphan.stderr
+    bad = subprocess.run([sys.executable, script, "--only", "1:single_mle,nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr
+
+
+def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_path):
+    """The report's repeated sentences at distance 1 and 2, and which rows its bootstraps compare."""
+    import dca2018_report as report
+
+    summaries = ["a b . <q> a b . <q> c . <q> a b .", "x . y . x ."]
+    assert report.repeated_sentences(summaries, 1) == 20.0  # 1 of (3 + 2) sentences repeats the one before
+    assert abs(report.repeated_sentences(summaries, 2) - 200 / 3) < 1e-9  # 2 of (2 + 1)
+    assert report.split_seed("2:single_sem_seed2") == ("2:single_sem", "_seed2")
+    assert report.split_seed("ref:pgn_coverage") == ("ref:pgn_coverage", "")
+
+    def per_doc(name, scores):
+        path = tmp_path / f"{name}.tsv"
+        path.write_text("doc\trouge-1-f\trouge-2-f\trouge-l-f\n"
+                        + "".join(f"{i}\t{s}\t{s}\t{s}\n" for i, s in enumerate(scores)))
+        return {"system": name, "decode": "beam", "per_doc": path}
+
+    entries = [per_doc("1:single_mle", [0.2, 0.3]), per_doc("2:single_sem", [0.3, 0.3]),
+               per_doc("3:agents_no_comm", [0.3, 0.4]), per_doc("1:single_mle_seed2", [0.1, 0.1]),
+               per_doc("3:agents_no_comm_seed2", [0.2, 0.2])]
+    rows = report.significance_table(entries, "beam")[4:]
+    pairs = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows]
+    assert pairs == [("2:single_sem", "1:single_mle"), ("3:agents_no_comm", "1:single_mle"),
+                     ("3:agents_no_comm", "2:single_sem"), ("3:agents_no_comm_seed2", "1:single_mle_seed2")]
+    assert rows[0].split("|")[3].strip().startswith("+5.00 [+0.00, +10.00]")  # B - A = (+10, 0) points

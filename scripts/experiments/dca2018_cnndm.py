@@ -3,6 +3,7 @@
 
     python scripts/experiments/dca2018_cnndm.py [--updates 1000] [--rl-updates 300] [--work runs/dca2018_cnndm]
                                                 [--threads 1] [--only LABEL,LABEL...] [--seed N]
+    python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
 
 One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
 test documents; sources of up to 800 tokens, summaries of up to 100; configs/cnndm_small.conf's preprocessing).
@@ -31,15 +32,19 @@ them for that reason alone, so our row 3 keeps the multi-agent pointer and row 4
 ``--only`` trains and scores only the systems with these labels (for example half of them in another WORK, side
 by side on a second core; row 6 needs row 5 in the same WORK).  ``--seed N`` (other than 1) trains every system
 with that seed, labelled LABEL_seedN.  compare.py reuses a finished system only when its training record
-matches exactly, so a table resumes from its finished systems.
+matches exactly, so a table resumes from its finished systems.  ``--report`` writes one table from the work
+folders of several runs (scripts/experiments/dca2018_report.py: paired bootstraps, the cohesion checks, seed
+means).
 """
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 SIZES = "--encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-hidden-size 128 --decoder-hidden-size 128"
 SINGLE = f"{SIZES} --no-coverage --coverage-lambda 0"
 SEM = "--criterion semantic_cohesion --cohesion-lambda 1"
@@ -93,7 +98,17 @@ def main():
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all)")
     parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
+    parser.add_argument("--report", type=Path, nargs="+", metavar="WORK",
+                        help="write the report of these finished work folders instead of running")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "dca2018_cnndm.md")
     args = parser.parse_args()
+    if args.report:
+        from dca2018_report import report
+
+        text = report(args.report, args.out, "python scripts/experiments/dca2018_cnndm.py "
+                      + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+        print(text)
+        return
     known = {label for label, _, _ in ROWS} | {RL[0]}
     unknown = [label for label in args.only or [] if label not in known]
     if unknown:

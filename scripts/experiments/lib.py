@@ -173,15 +173,17 @@ def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
     whitespace removed) of each source."""
     if lang == "zh":
         return ["".join(units(src, lang))[:size] for src in sources]
-    out = []
-    for src in sources:
-        sentences, current = [], []
-        for token in src.split():
-            current.append(token)
-            if token in (".", "!", "?"):
-                sentences.append(" ".join(current))
-                current = []
-        if current:
-            sentences.append(" ".join(current))
-        out.append(" <q> ".join(sentences[:size]))
-    return out
+    return [" <q> ".join(sentences(src)[:size]) for src in sources]
+
+
+def sentences(text: str) -> List[str]:
+    """English sentences of a line: split at ``<q>`` when it has one, else after each '.', '!' or '?' token."""
+    if "<q>" in text.split():
+        return [part.strip() for part in text.split("<q>") if part.strip()]
+    out, current = [], []
+    for token in text.split():
+        current.append(token)
+        if token in (".", "!", "?"):
+            out.append(" ".join(current))
+            current = []
+    return out + ([" ".join(current)] if current else [])

@@ -1,0 +1,170 @@
+"""The report of scripts/experiments/dca2018_cnndm.py: one table from the work folders of its runs.
+
+    python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
+
+Each WORK is a compare.py work folder (results.json, outputs/, models/, data/).  The report has:
+  1. every system x decoding: official ROUGE-1/2/L F1, repeated trigrams, mean length, and per system the
+     validation NLL of the decoded checkpoint (bits per token; the cohesion term is not in it) and the training
+     minutes;
+  2. paired bootstraps (scripts/rouge_significance.py, official ROUGE-1.5.5's per-document F1, 10,000
+     resamples) of each poster row against row 1 and against the row above it, for every decoding;
+  3. the semantic cohesion checks: mean cos(s'_q, s'_{q-1}) and cos(s'_q, s'_{q-2}) of the decoder states at the
+     test references' sentence ends (teacher-forced, the "after" reading), and the share of generated sentences
+     that repeat the sentence before (distance 1) or the one before that (distance 2), without blocking.
+Systems labelled LABEL_seedN are seeds of LABEL; section 4 gives the mean over the seeds each row has.
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+from lib import ROOT, Experiment, read_lines, sentences  # noqa: E402
+from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402
+
+RESAMPLES = 10000
+
+
+def repeated_sentences(summaries: Sequence[str], distance: int) -> float:
+    """Percent of the sentences with a sentence ``distance`` places before them that are identical to it."""
+    repeats = candidates = 0
+    for summary in summaries:
+        parts = sentences(summary)
+        pairs = list(zip(parts[distance:], parts[:-distance] if distance else parts))
+        candidates += len(pairs)
+        repeats += sum(a == b for a, b in pairs)
+    return 100.0 * repeats / max(candidates, 1)
+
+
+def split_seed(label: str):
+    """'2:single_sem_seed2' -> ('2:single_sem', '_seed2'); a label without a seed -> (label, '')."""
+    head, sep, tail = label.rpartition("_seed")
+    return (head, sep + tail) if sep and tail.isdigit() else (label, "")
+
+
+class Run:
+    """One compare.py work folder."""
+
+    def __init__(self, work: Path):
+        self.work = work.resolve()
+        self.exp = Experiment("dca2018_report", self.work)
+        results = json.loads((self.work / "results.json").read_text(encoding="utf-8"))
+        self.rows, self.trained = results["rows"], results["trained"]
+
+    def per_doc(self, name: str) -> Path:
+        """Official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt (cached in logs/)."""
+        table = self.exp.logs / f"rouge_{name}.per_doc.tsv"
+        if not table.is_file():
+            self.exp.run(["summ-rouge", "--refs", self.work / "data" / "ref" / "test.tgt", "--hyps",
+                          self.work / "outputs" / f"{name}.txt", "--lang", "en", "--per-doc", table],
+                         f"rouge_{name}.per_doc.log")
+        return table
+
+    def test_stats(self, label: str) -> Dict:
+        """attention_stats.py on the test references with the decoded checkpoint (cached beside it)."""
+        model = self.work / "models" / label.replace(":", "_")
+        stats = model / "test_stats.json"
+        if not stats.is_file():
+            self.exp.run([sys.executable, ROOT / "scripts" / "attention_stats.py", model / "checkpoint_best.pt",
+                          self.work / "data" / "bin", "--split", "test", "--max-tokens", "20000"],
+                         f"test_stats_{label}.log", stdout=stats)
+        return json.loads(stats.read_text(encoding="utf-8"))
+
+
+def collect(works: Sequence[Path]) -> List[Dict]:
+    """Every system x decoding of every work folder, with its per-document scores' path and its summaries."""
+    entries = []
+    for work in works:
+        run = Run(work)
+        for row in run.rows:
+            label, decode = row["system"], row["decode"]
+            name = f"{label}.{decode}" if decode else "lead"
+            entry = dict(row, run=run, per_doc=run.per_doc(name),
+                         summaries=read_lines(run.work / "outputs" / f"{name}.txt"),
+                         trained=run.trained.get(label, {}))
+            entries.append(entry)
+    return entries
+
+
+def fmt(value, digits=2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def main_table(entries) -> List[str]:
+    lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | mean length | "
+             "valid NLL (bits/token) | valid cos(q, q-1) | train min |", "|" + "---|" * 10]
+    for e in entries:
+        t, r = e["trained"], e["rouge"]
+        lines.append(f"| {e['system']} | {e['decode']} | {fmt(r['ROUGE-1'])} | {fmt(r['ROUGE-2'])} | "
+                     f"{fmt(r['ROUGE-L'])} | {fmt(e.get('repeated_trigrams'))} | {fmt(e.get('mean_length'), 1)} | "
+                     f"{fmt(t.get('valid_nll_bits'), 3)} | {fmt(t.get('valid_end_cos_1'), 3)} | "
+                     f"{fmt(t.get('train_min'), 1)} |")
+    return lines
+
+
+ROW_1 = "1:single_mle"
+ABOVE = {"3:agents_no_comm": "2:single_sem", "4:agents_comm": "3:agents_no_comm",
+         "5:agents_comm_caa": "4:agents_comm", "6:rl": "5:agents_comm_caa"}  # the poster's row above
+
+
+def interval(a: Dict, b: Dict) -> str:
+    """'+1.23 [+0.10, +2.40]' for ROUGE-1, ROUGE-2 and ROUGE-L of B - A, paired over the test documents."""
+    delta, low, high, _ = paired_bootstrap(read_per_doc(a["per_doc"]), read_per_doc(b["per_doc"]), RESAMPLES, 1)
+    return " | ".join(f"{100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]" for d, lo, hi in zip(delta, low, high))
+
+
+def significance_table(entries, decode: str) -> List[str]:
+    """Every trained system against row 1, and each poster row against the row above it (same seed)."""
+    rows = {e["system"]: e for e in entries if e["decode"] == decode}
+    lines = [f"Decoding `{decode}`: B - A in ROUGE points, 95% paired-bootstrap interval.", "",
+             "| B | A | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|"]
+    for label, row in rows.items():
+        base, suffix = split_seed(label)
+        for other in ([ROW_1] if base != ROW_1 else []) + ([ABOVE[base]] if base in ABOVE else []):
+            if other + suffix in rows:
+                lines.append(f"| {label} | {other + suffix} | {interval(rows[other + suffix], row)} |")
+    return lines
+
+
+def cohesion_table(entries) -> List[str]:
+    lines = ["| system | test cos(q, q-1) | test cos(q, q-2) | repeated sentences d=1 % | d=2 % |",
+             "|---|---|---|---|---|"]
+    for e in entries:
+        if e["decode"] != "beam":
+            continue
+        stats = e["run"].test_stats(e["system"]) if e["trained"] else {}
+        lines.append(f"| {e['system']} | {fmt(stats.get('end_cos_1'), 3)} | {fmt(stats.get('end_cos_2'), 3)} | "
+                     f"{fmt(repeated_sentences(e['summaries'], 1))} | {fmt(repeated_sentences(e['summaries'], 2))} |")
+    return lines
+
+
+def seed_means(entries) -> List[str]:
+    groups = {}
+    for e in entries:
+        groups.setdefault((split_seed(e["system"])[0], e["decode"]), []).append(e)
+    lines = ["| system | decoding | seeds | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
+    for (label, decode), group in groups.items():
+        means = [statistics.mean(e["rouge"][m] for e in group) for m in ("ROUGE-1", "ROUGE-2", "ROUGE-L")]
+        lines.append(f"| {label} | {decode} | {len(group)} | " + " | ".join(fmt(m) for m in means) + " |")
+    return lines
+
+
+def report(works: Sequence[Path], out: Path, command: str) -> str:
+    entries = collect(works)
+    decodes = list(dict.fromkeys(e["decode"] for e in entries if e["decode"]))
+    lines = ["# dca2018_cnndm: the poster's ablation of deep communicating agents at CPU scale", "",
+             f"Report: `{command}`", "", "Runs (each folder's own command is in its results.md):"]
+    lines += [f"- `{work}`" for work in works]
+    lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", ""]
+    for decode in decodes:
+        lines += [*significance_table(entries, decode), ""]
+    lines += ["## 3. Semantic cohesion checks", "",
+              "Decoder states at the test references' sentence ends (teacher-forced, `after` reading); repeated "
+              "sentences in the beam outputs without blocking.", "", *cohesion_table(entries), "",
+              "## 4. Means over seeds", "", *seed_means(entries), ""]
+    text = "\n".join(lines)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return text
