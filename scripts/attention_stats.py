@@ -18,7 +18,11 @@ preprocess.sh's DATA_DIR/bin.  Over every target token (padding excluded) it pri
 and, for models that expose their decoder states and summaries with sentence ends (semantic_cohesion's
 tokens, ``. ! ? 。 ！ ？ <q>``), at the states s'_q that ``--cohesion-state`` picks (semantic_cohesion's readings):
   end_cos_1        mean cos(s'_q, s'_{q-1}) over consecutive sentence ends, end_pairs_1 their number,
-  end_cos_2        mean cos(s'_q, s'_{q-2}), end_pairs_2 their number.
+  end_cos_2        mean cos(s'_q, s'_{q-2}), end_pairs_2 their number,
+and, for dca_lstm (its agent attention g^t over the M agents), per target token:
+  agent_entropy    mean entropy of g^t (nats), agent_uniform_entropy the same for a uniform g^t over the
+                   document's non-empty agents (mean ln M'), agent_max_weight the mean largest g_a^t: does the
+                   decoder read all the agents, or one?
 A model whose attention stays near uniform after training is a language model fed a mean of the source; the
 controls of docs/results/song2020_no_copy_controls.md show how that looks and what fixed it there.
 """
@@ -71,6 +75,15 @@ def end_cosine_sums(states, target: torch.Tensor, end_ids: torch.Tensor, pad: in
     return sums
 
 
+def agent_sums(agent_attn: torch.Tensor, tokens: torch.Tensor) -> dict:
+    """Sums over the target tokens (``tokens`` B x T) of g^t's entropy, its uniform value and its largest weight.
+    agent_attn: B x T x M, 0 for empty agents."""
+    entropy = -(agent_attn * agent_attn.clamp_min(1e-30).log()).sum(dim=2)  # B x T
+    uniform = agent_attn.gt(0).sum(dim=2).clamp(min=1).float().log()  # B x T
+    return {"agent_entropy": float(entropy[tokens].sum()), "agent_uniform_entropy": float(uniform[tokens].sum()),
+            "agent_max_weight": float(agent_attn.max(dim=2).values[tokens].sum())}
+
+
 def attention_of(net_output, batch_size: int, target_length: int) -> torch.Tensor:
     """B x T x S from a decoder's second output: this project's models (``extra["attn"]``, a list) or fairseq's
     lstm (the tensor itself)."""
@@ -84,6 +97,38 @@ def attention_of(net_output, batch_size: int, target_length: int) -> torch.Tenso
         raise UserError(f"unexpected attention shape {tuple(attn.shape)} for {batch_size} summaries of "
                         f"{target_length} tokens")
     return attn.float()
+
+
+def sample_sums(model, sample, pad: int, eos: int, end_ids: torch.Tensor, cohesion_state: str) -> dict:
+    """Every sum of one batch: batch_sums, the NLL (nats), agent_sums and end_cosine_sums where they apply."""
+    from fairseq import utils
+
+    target = sample["target"]  # B x T
+    net_output = model(**sample["net_input"])
+    attn = attention_of(net_output, *target.shape)  # B x T x S
+    src = utils.convert_padding_direction(sample["net_input"]["src_tokens"], pad, left_to_right=True)
+    sums = batch_sums(attn, src, target, pad)
+    sums["nll"] = float(-target_log_probs(model, net_output, target)[target.ne(pad)].sum())
+    extra = net_output[1] if isinstance(net_output[1], dict) else {}
+    if "agent_attn" in extra:
+        sums.update(agent_sums(extra["agent_attn"].float(), target.ne(pad)))
+    states = extra.get("decoder_states")
+    if states is not None and len(end_ids):
+        sums.update(end_cosine_sums(states, target, end_ids, pad, eos, cohesion_state))
+    return sums
+
+
+def means(totals: dict, count: int) -> dict:
+    """Per-token means of the sums (the NLL in bits), and the sentence-end cosines per pair."""
+    report = {}
+    for distance in (1, 2):
+        pairs = totals.pop(f"end_pairs_{distance}", 0)
+        cosines = totals.pop(f"end_cos_{distance}", 0.0)
+        if pairs:
+            report.update({f"end_cos_{distance}": round(cosines / pairs, 4), f"end_pairs_{distance}": pairs})
+    report["nll_bits"] = round(totals.pop("nll") / count / math.log(2), 4)
+    report.update({key: round(value / count, 4) for key, value in totals.items()})
+    return report
 
 
 def load(checkpoint: str, bin_dir: str, split: str):
@@ -112,8 +157,6 @@ def body(argv):
     parser.add_argument("--cohesion-state", choices=COHESION_STATES, default="after",
                         help="which decoder state ends a sentence, for end_cos_1/2 (semantic_cohesion's readings)")
     args = parser.parse_args(argv)
-    from fairseq import utils
-
     model, task = load(args.checkpoint, args.bin_dir, args.split)
     dictionary = task.target_dictionary
     pad, eos = dictionary.pad(), dictionary.eos()
@@ -130,29 +173,12 @@ def body(argv):
         for index, sample in enumerate(batches):
             if args.max_batches is not None and index >= args.max_batches:
                 break
-            target = sample["target"]  # B x T
-            net_output = model(**sample["net_input"])
-            attn = attention_of(net_output, *target.shape)  # B x T x S
-            src = utils.convert_padding_direction(sample["net_input"]["src_tokens"], pad, left_to_right=True)
-            sums = batch_sums(attn, src, target, pad)
-            sums["nll"] = float(-target_log_probs(model, net_output, target)[target.ne(pad)].sum())
-            states = net_output[1].get("decoder_states") if isinstance(net_output[1], dict) else None
-            if states is not None and len(end_ids):
-                sums.update(end_cosine_sums(states, target, end_ids, pad, eos, args.cohesion_state))
-            for key, value in sums.items():
+            for key, value in sample_sums(model, sample, pad, eos, end_ids, args.cohesion_state).items():
                 totals[key] = totals.get(key, 0) + value
     count = totals.pop("tokens", 0)
     if count == 0:
         raise UserError(f"{args.bin_dir}: split {args.split!r} has no target tokens")
-    ends = {}
-    for distance in (1, 2):
-        pairs = totals.pop(f"end_pairs_{distance}", 0)
-        cosines = totals.pop(f"end_cos_{distance}", 0.0)
-        if pairs:
-            ends.update({f"end_cos_{distance}": round(cosines / pairs, 4), f"end_pairs_{distance}": pairs})
-    nll_bits = totals.pop("nll") / count / math.log(2)
-    report = {key: round(value / count, 4) for key, value in totals.items()}
-    report.update(nll_bits=round(nll_bits, 4), **ends)
+    report = means(totals, count)
     report.update(split=args.split, target_tokens=count)
     print(json.dumps(report))
     if not math.isfinite(report["entropy"]):

@@ -43,6 +43,27 @@ def test_batch_sums_by_hand():
     assert sums["attended_is_target"] == 2
 
 
+def test_agent_and_sentence_end_sums_by_hand():
+    """dca_lstm's agent attention g^t (an empty third agent gets 0) and the sentence-end cosines, d = 1 and 2."""
+    stats = load_script()
+    agent_attn = torch.tensor([[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]])  # B x T x M
+    tokens = torch.tensor([[True, True, False]])  # the third step is padding
+    sums = stats.agent_sums(agent_attn, tokens)
+    assert sums["agent_entropy"] == pytest.approx(math.log(2))
+    assert sums["agent_uniform_entropy"] == pytest.approx(math.log(2) + math.log(1))
+    assert sums["agent_max_weight"] == pytest.approx(0.5 + 1.0)
+    # "a . b . c . </s>" with 4 = a, 5 = ., 6 = b, 7 = c, eos 2, pad 1; after-reading states: steps 2, 4, 6
+    target = torch.tensor([[4, 5, 6, 5, 7, 5, 2]])
+    states = torch.zeros(1, 7, 2)
+    states[0, 2], states[0, 4] = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    states[0, 6] = torch.tensor([1.0, 1.0])
+    ends = stats.end_cosine_sums(states, target, torch.tensor([5]), pad=1, eos=2, state="after")
+    assert ends["end_pairs_1"] == 2 and ends["end_cos_1"] == pytest.approx(0.0 + math.sqrt(0.5))
+    assert ends["end_pairs_2"] == 1 and ends["end_cos_2"] == pytest.approx(math.sqrt(0.5))
+    report = stats.means({"nll": 3 * math.log(2), "end_cos_1": 1.0, "end_pairs_1": 2, "entropy": 6.0}, count=3)
+    assert report == {"end_cos_1": 0.5, "end_pairs_1": 2, "nll_bits": 1.0, "entropy": 2.0}
+
+
 def test_cli_on_a_trained_checkpoint(trained):  # noqa: F811
     data, save, _ = trained
     whole = run([sys.executable, SCRIPT, save / "checkpoint_last.pt", data / "bin"])

@@ -10,7 +10,8 @@ Each WORK is a compare.py work folder (results.json, outputs/, models/, data/). 
      resamples) of each poster row against row 1 and against the row above it, for every decoding;
   3. the semantic cohesion checks: mean cos(s'_q, s'_{q-1}) and cos(s'_q, s'_{q-2}) of the decoder states at the
      test references' sentence ends (teacher-forced, the "after" reading), and the share of generated sentences
-     that repeat the sentence before (distance 1) or the one before that (distance 2), without blocking.
+     that repeat the sentence before (distance 1) or the one before that (distance 2), without blocking; and
+     for dca_lstm how the decoder spreads its agent attention g^t (entropy against a uniform g^t, largest weight).
 Systems labelled LABEL_seedN are seeds of LABEL; section 4 gives the mean over the seeds each row has.
 """
 import json
@@ -129,14 +130,17 @@ def significance_table(entries, decode: str) -> List[str]:
 
 
 def cohesion_table(entries) -> List[str]:
-    lines = ["| system | test cos(q, q-1) | test cos(q, q-2) | repeated sentences d=1 % | d=2 % |",
-             "|---|---|---|---|---|"]
+    lines = ["| system | test cos(q, q-1) | test cos(q, q-2) | repeated sentences d=1 % | d=2 % | "
+             "agent attention entropy (uniform) | largest agent weight |", "|---|---|---|---|---|---|---|"]
     for e in entries:
         if e["decode"] != "beam":
             continue
         stats = e["run"].test_stats(e["system"]) if e["trained"] else {}
+        agents = (f"{fmt(stats['agent_entropy'], 3)} ({fmt(stats['agent_uniform_entropy'], 3)})"
+                  if "agent_entropy" in stats else "")
         lines.append(f"| {e['system']} | {fmt(stats.get('end_cos_1'), 3)} | {fmt(stats.get('end_cos_2'), 3)} | "
-                     f"{fmt(repeated_sentences(e['summaries'], 1))} | {fmt(repeated_sentences(e['summaries'], 2))} |")
+                     f"{fmt(repeated_sentences(e['summaries'], 1))} | {fmt(repeated_sentences(e['summaries'], 2))} | "
+                     f"{agents} | {fmt(stats.get('agent_max_weight'), 3)} |")
     return lines
 
 
