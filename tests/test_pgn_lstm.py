@@ -130,7 +130,7 @@ def test_gradients_finite_when_p_gen_is_exactly_zero_or_one(dictionary, bias, op
     src, lengths, prev = batch(dictionary)
     # Targets include a marker that is absent from the source (P = 0 whatever p_gen) and, with p_gen = 1,
     # a marker that only copying could produce.
-    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(2)), 8, 9, 2]])
+    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(0)), 8, 9, 2]])
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
               "target": target, "ntokens": 8, "id": torch.tensor([0, 1])}
 
@@ -221,7 +221,9 @@ def test_pretrained_embeddings_are_loaded_and_frozen(dictionary, tmp_path):
 @pytest.mark.parametrize("options", [{"no_copy": True}, {}])
 def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, options):
     """fairseq's own cross_entropy reads get_targets: without copying a marker target becomes <unk> (the only
-    way the model can produce it) and the loss is finite; with copying markers stay markers."""
+    way the model can produce it) and the loss is finite; with copying markers stay markers, and one that is in
+    its source has a finite loss.  (A marker absent from its source has probability exactly 0 there: fairseq's
+    cross_entropy, which has no floor, gives it an infinite loss; summ-prepare never writes such a target.)"""
     from fairseq.criterions.cross_entropy import CrossEntropyCriterion
 
     class Task:
@@ -230,7 +232,7 @@ def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, optio
     torch.manual_seed(8)
     model = tiny_model(dictionary, **options).eval()
     src, lengths, prev = batch(dictionary)
-    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(2)), 8, 9, 2]])
+    target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(0)), 8, 9, 2]])
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
               "target": target, "ntokens": 8}
     net_output = model(**sample["net_input"])
@@ -241,3 +243,20 @@ def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, optio
     log_probs = model.get_normalized_probs(net_output, log_probs=True)
     torch.testing.assert_close(loss, -log_probs.gather(2, scored.unsqueeze(2)).sum())
     assert math.isfinite(loss.item())
+
+
+def test_building_a_model_turns_on_flush_to_zero_for_the_process_and_says_so(dictionary, caplog):
+    """Flush-to-zero is process-wide (modules/factories.flush_denormals): building a model, as the hub does,
+    turns it on and logs it; it stays off for a process that turned it off until a model is built again."""
+    subnormal = torch.tensor(1e-39)  # below float32's smallest normal number (1.2e-38)
+    torch.set_flush_denormal(False)
+    try:
+        with caplog.at_level("INFO", logger="fairseq_plugins.modules.factories"):
+            tiny_model(dictionary)
+            assert (subnormal * 1.0).item() == 0.0  # flushed
+            assert "flush-to-zero on for this process" in caplog.text
+            caplog.clear()
+            tiny_model(dictionary)
+        assert "flush-to-zero" not in caplog.text  # said once, when it changed
+    finally:
+        torch.set_flush_denormal(True)

@@ -218,8 +218,8 @@ class GlobalGateDecoder(StepStateDecoder):
         if copy:
             self.switch = GenerationSwitch([encoder_output_units, hidden_size, embed_dim])  # p_gen from [c; s; w]
         self.extended_output = ExtendedVocabularyOutput(
-            self.num_regular, len(dictionary), dictionary.unk(), copy=copy, log_floor=None, eos=dictionary.eos()
-        )  # exact log P(w): -inf where it is 0 (markers without copy, markers absent from the source with it)
+            self.num_regular, len(dictionary), dictionary.unk(), copy=copy, eos=dictionary.eos()
+        )  # log P(w) -inf where P(w) = 0 (markers without copy, absent from the source with it); losses floor it
 
     # ------------------------------------------------------------------ recurrent part
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:

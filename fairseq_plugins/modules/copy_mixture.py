@@ -104,8 +104,8 @@ class CopyMixture(nn.Module):
         ext_size: size of the extended vocabulary (regular words + OOV markers).
         uncopyable: a token id the copy side never produces (``</s>``: see the module docstring), or None.
 
-    Every method takes ``zero``, the value given to log P(w) where P(w) = 0 exactly (default -inf; a finite
-    floor keeps scores finite for beam search and losses); every other value is exact.
+    Every method takes ``zero``, the value given to log P(w) where P(w) = 0 exactly (default -inf, what beam
+    search needs; a finite floor keeps a loss finite); every other value is exact.
     """
 
     def __init__(self, num_regular: int, ext_size: int, uncopyable: Optional[int] = None):

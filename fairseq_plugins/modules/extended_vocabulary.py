@@ -7,6 +7,15 @@ it is read as ``<unk>`` (``MarkerAsUnk``), and a model without a copy mechanism 
 len(dictionary)) never produce one.  ``ExtendedVocabularyOutput`` gives a decoder's final distribution over
 the extended vocabulary, with or without copying; ``ExtendedVocabularyModel`` exposes it to fairseq and the
 criterions.
+
+Impossible words.  A word that no side can produce (every marker without copying, a marker absent from the
+source with it) has P(w) = 0.  Generation sees that exactly: ``get_normalized_probs`` gives it log P = -inf
+(probability 0), so beam search, fairseq's sampling and the RL sampler (generation/sampling.py) never emit
+one, however unlikely the possible words are.  Only the loss path (``get_target_log_probs``, what the
+criterions take the log-loss of) floors it at log(``LOG_FLOOR``): a finite loss with no gradient through that
+token, for a target the model cannot produce.  fairseq's own ``cross_entropy`` reads ``get_normalized_probs``,
+so there such a target (with copying: a target marker absent from its source) costs an infinite loss; the data
+never has one, as summ-prepare only writes a target marker for a word of the (truncated) source.
 """
 import math
 from typing import Optional
@@ -18,7 +27,7 @@ from torch import Tensor
 
 from fairseq_plugins.modules.copy_mixture import NEG_INF, TINY, CopyMixture
 
-LOG_FLOOR = 1e-12  # floor for log P(w): P(w) is exactly 0 for markers absent from a source
+LOG_FLOOR = 1e-12  # the losses' floor for log P(target): P is exactly 0 for markers absent from a source
 
 
 class MarkerAsUnk(nn.Module):
@@ -79,9 +88,10 @@ class ExtendedVocabularyOutput(nn.Module):
         ext_size: size of the extended vocabulary (len(dictionary)).
         unk_idx: ``<unk>``.
         copy: the pointer-generator mixture (True) or P_vocab alone (False).
-        log_floor: log-probabilities that are exactly -inf (P(w) = 0: a marker absent from the source, a word
-            both sides rule out) become log(log_floor), finite; every other log-probability is exact, however
-            small (default 1e-12).  None: exact log-probabilities everywhere (-inf for markers without copy).
+        log_floor: in the loss path only (``target_log_probs``), a log-probability that is exactly -inf (P(w)
+            = 0: a marker absent from the source, a word both sides rule out) becomes log(log_floor), finite;
+            every other log-probability is exact, however small (default 1e-12).  None: exact there too.  The
+            full distribution (``probs``, what generation reads) is always exact: -inf where P(w) = 0.
         eos: the token the copy side never produces (default None: every source token is copyable).
     """
 
@@ -90,7 +100,7 @@ class ExtendedVocabularyOutput(nn.Module):
         super().__init__()
         self.copy = copy
         self.log_floor = log_floor
-        self.zero_log = NEG_INF if log_floor is None else math.log(log_floor)  # log P(w) where P(w) = 0
+        self.zero_log = NEG_INF if log_floor is None else math.log(log_floor)  # a loss's log P(target) if 0
         self.as_unk = MarkerAsUnk(num_regular, unk_idx)
         if copy:
             self.mixture = CopyMixture(num_regular, ext_size, uncopyable=eos)
@@ -98,11 +108,10 @@ class ExtendedVocabularyOutput(nn.Module):
             self.vocab_output = RegularVocabularyOutput(num_regular, ext_size, unk_idx)
 
     def probs(self, net_output, log_probs: bool) -> Tensor:
-        """P(w), or log P(w) (floored as ``log_floor`` says), for every word of the extended vocabulary.
-        B x T x V_ext."""
-        if log_probs:
-            return self.log_probs(net_output, self.zero_log)
-        return self.log_probs(net_output, NEG_INF).exp()
+        """P(w), or log P(w), for every word of the extended vocabulary, exact: 0 / -inf where P(w) = 0 (never
+        floored, so that no search can choose a word the model cannot produce).  B x T x V_ext."""
+        log_p = self.log_probs(net_output, NEG_INF)  # B x T x V_ext
+        return log_p if log_probs else log_p.exp()
 
     def log_probs(self, net_output, zero: float) -> Tensor:
         """log P(w) over the extended vocabulary, ``zero`` where P(w) = 0: eq 9, or log P_vocab with ``zero``
@@ -117,9 +126,9 @@ class ExtendedVocabularyOutput(nn.Module):
                                      zero=zero)  # eq 9
 
     def target_log_probs(self, net_output, target: Tensor) -> Tensor:
-        """log P(target) for B x T target ids (floored as ``probs``), without building the full distribution.
-        B x T.  Without copying, a marker target cannot be produced: it is scored as ``<unk>`` (as in See et
-        al.'s baseline, where every OOV word is UNK)."""
+        """log P(target) for B x T target ids, floored at log(``log_floor``) where P is 0 (for the losses),
+        without building the full distribution.  B x T.  Without copying, a marker target cannot be produced:
+        it is scored as ``<unk>`` (as in See et al.'s baseline, where every OOV word is UNK)."""
         return self.log_probs_at(net_output, target, self.zero_log)
 
     def target_probs(self, net_output, target: Tensor) -> Tensor:
@@ -159,7 +168,8 @@ class ExtendedVocabularyModel:
     ``ExtendedVocabularyOutput``: fairseq's ``get_normalized_probs`` and the criterions' ``get_target_probs``."""
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None) -> Tensor:
-        """log P(w) or P(w) over the extended vocabulary.  B x T x V_ext."""
+        """log P(w) or P(w) over the extended vocabulary, exact: -inf / 0 for a word the model cannot produce
+        (what beam search and sampling read).  B x T x V_ext."""
         return self.decoder.extended_output.probs(net_output, log_probs)
 
     def get_target_probs(self, net_output, target: Tensor) -> Tensor:
@@ -168,8 +178,8 @@ class ExtendedVocabularyModel:
 
     def get_target_log_probs(self, net_output, target: Tensor) -> Tensor:
         """log P(target) per position (B x T), exact (with its gradient) however small P is, except that an
-        exact zero is floored as ``get_normalized_probs`` floors it: what a criterion should take the log-loss
-        of."""
+        exact zero is floored at log(``LOG_FLOOR``) (``get_normalized_probs`` keeps it -inf): what a criterion
+        should take the log-loss of."""
         return self.decoder.extended_output.target_log_probs(net_output, target)
 
     def get_targets(self, sample, net_output) -> Tensor:
