@@ -35,7 +35,7 @@ from collections import Counter
 
 from . import markers
 from .textio import AtomicWriter, UserError, count_lines, display_name, read_lines, run_cli
-from .tokenization import DEFAULT_UNIT, LANGS, Tokenizer, check_unit, train_sentencepiece
+from .tokenization import DEFAULT_UNIT, LANGS, SP_NORMALIZATION, Tokenizer, check_unit, train_sentencepiece
 
 PROG = "summ-prepare"
 UNK = "<unk>"
@@ -296,7 +296,8 @@ def build(args):
         except RuntimeError as err:
             raise UserError(f"sentencepiece training failed: {err}") from None
         sp_path = sp_prefix + ".model"
-        sp_info = {"requested_pieces": args.sp_vocab_size, "pieces": pieces}
+        # normalization: absent from the prep.json of older runs, whose models used NFKC
+        sp_info = {"requested_pieces": args.sp_vocab_size, "pieces": pieces, "normalization": SP_NORMALIZATION}
         say(f"sentencepiece model {sp_path}: {pieces} pieces"
             + (f" (fewer than the {args.sp_vocab_size} requested: small corpus)" if pieces < args.sp_vocab_size
                else ""))

@@ -10,7 +10,12 @@ Units
            letters/digits (``MRP``, ``2019``, ``x86``) is one token; every other non-space character is one
            token.
 ``jieba``  Chinese words segmented by jieba (default dictionary, HMM on); whitespace is dropped.
-``sp``     sentencepiece pieces, with a model trained by ``summ-prepare`` on the training split.
+``sp``     sentencepiece pieces, with a model trained by ``summ-prepare`` on the training split.  The model
+           keeps every character as written (sentencepiece's ``identity`` normalization, not its default NFKC,
+           which turns ``，：？！（）`` and full-width letters and digits into ASCII that detokenization cannot
+           undo, so summaries would be scored against references that keep them); runs of whitespace (any
+           Unicode space, such as U+3000) become one space before encoding, as in training.  Models of older
+           runs, trained with NFKC, still load and normalize as they did.
 
 Detokenization (used after generation): English units join tokens with single spaces; Chinese units join
 tokens without spaces, except that a space is kept between two tokens that meet with letters/digits on both
@@ -25,6 +30,9 @@ LANGS = ("en", "zh")
 UNITS_BY_LANG = {"en": ("keep", "word", "sp"), "zh": ("char", "jieba", "keep", "sp")}
 DEFAULT_UNIT = {"en": "keep", "zh": "char"}
 SP_SPACE = "\u2581"
+SP_NORMALIZATION = "identity"
+# sentencepiece's built-in rules; the NFKC ones are accepted only to rebuild a model as older runs trained it
+SP_NORMALIZATIONS = ("identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
 
 # CJK scripts written without spaces: CJK symbols/punctuation block excluded on purpose (they are
 # punctuation and become single tokens anyway).
@@ -121,7 +129,9 @@ class Tokenizer:
             return char_tokenize(text)
         if unit == "jieba":
             return jieba_tokenize(text)
-        # sp: a piece never contains whitespace (sentencepiece maps spaces to U+2581)
+        # sp: a piece never contains whitespace (sentencepiece maps spaces to U+2581; it would keep the other
+        # whitespace characters inside pieces under identity normalization, so they become spaces first)
+        text = " ".join(text.split())
         return [piece for piece in self._sp.encode(text, out_type=str) if piece.strip()]
 
 
@@ -162,13 +172,20 @@ def _chunks(text: str, max_chars: int):
 
 
 def train_sentencepiece(texts, model_prefix, vocab_size: int, model_type: str, lang: str,
-                        max_sentences: int = 2_000_000, num_threads: int = 2, seed: int = 1):
+                        max_sentences: int = 2_000_000, num_threads: int = 2, seed: int = 1,
+                        normalization: str = SP_NORMALIZATION):
     """Train a sentencepiece model on an iterable of documents; writes ``model_prefix``.model/.vocab.
 
     Documents are cut into chunks of at most 2,000 characters (sentencepiece skips longer "sentences"); at
     most ``max_sentences`` chunks are sampled (reproducibly: fixed seed).  The vocabulary size is a soft
     limit (a small corpus yields fewer pieces instead of failing); the real size is returned.
+    ``normalization`` is sentencepiece's rule name: ``identity`` (the default: pieces spell the text as
+    written, so summaries detokenize to the characters of the references); the NFKC rules only reproduce
+    the models of older runs.
     """
+    if normalization not in SP_NORMALIZATIONS:
+        raise ValueError(f"unknown sentencepiece normalization {normalization!r} "
+                         f"(choose from {', '.join(SP_NORMALIZATIONS)})")
     import sentencepiece as spm
 
     spm.set_random_generator_seed(seed)
@@ -185,6 +202,7 @@ def train_sentencepiece(texts, model_prefix, vocab_size: int, model_type: str, l
         character_coverage=0.9995 if lang == "zh" else 1.0,
         hard_vocab_limit=False,
         max_sentence_length=8192,
+        normalization_rule_name=normalization,
         input_sentence_size=max_sentences,
         shuffle_input_sentence=True,
         num_threads=num_threads,
