@@ -2,7 +2,7 @@
 
     from fairseq_plugins.hub import Summarizer
 
-    summarizer = Summarizer.from_pretrained("work/model")          # a train.sh SAVE_DIR
+    summarizer = Summarizer.from_pretrained("work/model")          # a train.sh SAVE_DIR (device: CUDA if any)
     summarizer.summarize(["first document ...", "second document ..."], beam=5)   # -> list of str
     details = summarizer.summarize_with_details(["a document ..."])[0]          # attention, p_gen, coverage
 
@@ -14,15 +14,26 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
 ``summarize`` does what ``generate.sh --input`` does, with the same functions:
   1. tokenize, truncate and mark OOV words as ``summ-prepare --apply`` does (``text.tokenization.Tokenizer``,
      ``text.prepare.mark_source``);
-  2. batch as ``fairseq-interactive --buffer-size 64 --batch-size B`` does (same task batch iterator, same order)
-     and run the beam search built by ``task.build_generator`` (for ``--task summarization`` the project's
-     generator: ``summarize(texts, block_ngram_repeat=3)`` is ``generate.sh --input ... --block-ngram-repeat 3``);
+  2. batch as ``fairseq-interactive --buffer-size 64 --batch-size B`` does (the task's batch iterator's batches,
+     same order, same collater) and run the beam search built by ``task.build_generator`` (for ``--task
+     summarization`` the project's generator: ``summarize(texts, block_ngram_repeat=3)`` is ``generate.sh
+     --input ... --block-ngram-repeat 3``);
   3. map markers back to the document's words and detokenize as ``summ-restore`` does
      (``text.restore.restore_summary``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
 The default options are those of ``configs/scitldr_small.conf`` (beam 5, max_len_a 0, max_len_b 60,
 min_len 5, batch size 32).  Every input gets exactly one summary, in order, an empty document included.
 A text is one document: line breaks inside it are read as spaces (``generate.sh`` would split there).
+
+What the model cannot read is never lost silently: a document longer than prep.json's ``max_source_len`` loses
+its tail, and OOV words beyond its ``num_markers`` markers are read as ``<unk>`` (they cannot be copied), as
+``summ-prepare --apply`` reports for a file.  Each such document gets a warning through ``logging`` (logger
+``fairseq_plugins.hub``), its counts are in ``SummaryDetails.input_report``, and ``strict=True`` refuses the
+call instead (``LossyInputError``, a ValueError, before anything is generated).
+
+The model runs on ``from_pretrained``'s ``device`` (default: CUDA when available, else the CPU); every input
+goes to the device the model's parameters are on, so ``summarizer.model.cuda()`` later works too.  Calls from
+several threads are safe: a call touches no process-wide state (no ``warnings.catch_warnings``, no DataLoader).
 
 ``summarize_with_details`` also teacher-forces each generated summary through the model to read, per output
 token, the attention over the source, ``p_gen`` (eq 8) and the coverage vector (eq 10): the input of the
@@ -32,8 +43,8 @@ Checkpoints are read with torch's safe loading left on (``fairseq_plugins.regist
 a fairseq checkpoint holds).
 """
 import argparse
+import logging
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
@@ -42,13 +53,68 @@ import torch
 
 import fairseq_plugins
 from fairseq_plugins.text import markers
-from fairseq_plugins.text.prepare import MarkStats, load_prep, mark_source, read_dict
+from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
 from fairseq_plugins.text.tokenization import Tokenizer
 
 # generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
 INTERACTIVE_BUFFER_SIZE = 64
 DEFAULT_BATCH_SIZE = 32
+MAX_LISTED_DOCUMENTS = 5  # LossyInputError names this many documents, then counts the rest
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InputReport:
+    """How much of one document the model reads: the counts ``summ-prepare --apply`` reports for a file.
+
+    The model reads ``tokens - truncated_tokens`` tokens (prep.json's ``max_source_len`` cuts the rest) and
+    cannot copy the ``overflow_words`` OOV words that found no marker (prep.json's ``num_markers``): their
+    ``unk_tokens`` occurrences are read as ``<unk>``."""
+
+    tokens: int = 0  # the document's tokens before truncation
+    truncated_tokens: int = 0  # tokens cut off its end
+    overflow_words: int = 0  # distinct OOV words beyond the markers
+    unk_tokens: int = 0  # source tokens read as <unk> (occurrences of the overflow words)
+    max_source_len: Optional[int] = None  # the limits of prep.json, for the message
+    num_markers: int = 0
+
+    @property
+    def lossy(self) -> bool:
+        return bool(self.truncated_tokens or self.overflow_words)
+
+    def describe(self) -> str:
+        parts = []
+        if self.truncated_tokens:
+            parts.append(f"truncated to {self.max_source_len} of its {self.tokens} tokens "
+                         f"({self.truncated_tokens} not read; max_source_len of prep.json)")
+        if self.overflow_words:
+            parts.append(f"{self.overflow_words} OOV words ({self.unk_tokens} tokens) beyond the {self.num_markers} "
+                         f"OOV markers read as <unk>, not copyable")
+        return "; ".join(parts) if parts else "read whole"
+
+
+class LossyInputError(ValueError):
+    """``strict=True`` and some documents cannot be read whole; ``reports`` maps their input index to the
+    :class:`InputReport`."""
+
+    def __init__(self, reports: Dict[int, InputReport], total: int):
+        self.reports = reports
+        listed = [f"document {i}: {report.describe()}" for i, report in list(reports.items())[:MAX_LISTED_DOCUMENTS]]
+        more = len(reports) - len(listed)
+        super().__init__(f"{len(reports)} of {total} documents cannot be read whole (strict=True): "
+                         + "; ".join(listed) + (f"; and {more} more" if more else ""))
+
+
+@dataclass
+class Prepared:
+    """One raw document as the model reads it."""
+
+    ids: torch.Tensor  # S: token ids, </s> last
+    marked: List[str]  # S - 1 tokens, OOV words as markers
+    oov_words: List[str]  # the K-th is the word of <oov-K>
+    report: InputReport
 
 
 @dataclass
@@ -73,6 +139,32 @@ class SummaryDetails:
     source_markers: List[str] = field(default_factory=list)  # S source tokens as the model read them
     summary_markers: List[str] = field(default_factory=list)  # T generated tokens as the model wrote them
     oov_words: List[str] = field(default_factory=list)  # the document's OOV words, K-th = word of <oov-K>
+    input_report: InputReport = field(default_factory=InputReport)  # what of the document the model did not read
+
+
+def resolve_device(device=None) -> torch.device:
+    """``device`` (a string such as "cpu", "cuda", "cuda:1", or a torch.device) checked; None: CUDA when
+    available, else the CPU.  A ValueError names a device torch does not know or a CUDA device this machine
+    lacks, rather than the AssertionError torch raises deep inside ``model.to``."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r} (give e.g. 'cpu', 'cuda' or 'cuda:0'): {err}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {str(device)!r}: CUDA is not available on this machine "
+                             f"(torch.cuda.is_available() is False); use device='cpu'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA devices")
+    return device
+
+
+def model_device(model) -> torch.device:
+    """The device of the model's parameters (the CPU for a model without any)."""
+    param = next(model.parameters(), None)
+    return torch.device("cpu") if param is None else param.device
 
 
 def _first_existing(*paths):
@@ -89,11 +181,14 @@ class Summarizer:
     FairseqEncoderDecoderModel such as pgn_lstm; ``task``: a translation-like task whose dictionaries are the
     model's; ``settings``: the ``settings`` of a prep.json; ``sp_model_path``: the sentencepiece model for unit
     ``sp``).  The regular vocabulary used to mark OOV words is read from the task's dictionary, or given as
-    ``vocab`` (the words of dict.txt without markers, as ``summ-prepare --apply`` reads them).
+    ``vocab`` (the words of dict.txt without markers, as ``summ-prepare --apply`` reads them).  ``device``
+    moves the model there (None: it stays where it is).
     """
 
-    def __init__(self, model, task, settings: Dict, sp_model_path=None, vocab=None):
+    def __init__(self, model, task, settings: Dict, sp_model_path=None, vocab=None, device=None):
         fairseq_plugins.register()
+        if device is not None:
+            model = model.to(resolve_device(device))
         self.model = model.eval()
         self.task = task
         self.settings = dict(settings)
@@ -111,14 +206,21 @@ class Summarizer:
         self.tokenizer = Tokenizer(self.settings["lang"], self.settings["unit"],
                                    self.settings.get("lowercase", False), sp_model_path)
 
+    @property
+    def device(self) -> torch.device:
+        """Where inputs go: the device of the model's parameters (so it follows ``summarizer.model.cuda()``)."""
+        return model_device(self.model)
+
     # ------------------------------------------------------------------ loading
     @classmethod
-    def from_pretrained(cls, model_dir, checkpoint_file: str = "checkpoint_best.pt", data_dir=None):
-        """Load ``model_dir/checkpoint_file`` with the preprocessing settings and dictionary it was trained with.
+    def from_pretrained(cls, model_dir, checkpoint_file: str = "checkpoint_best.pt", data_dir=None, device=None):
+        """Load ``model_dir/checkpoint_file`` with the preprocessing settings and dictionary it was trained with,
+        onto ``device`` (None: CUDA when available, else the CPU; see :func:`resolve_device`).
 
         ``prep.json``, the dictionary and ``sp.model`` come from ``model_dir`` (where ``train.sh`` copies them),
         else from ``data_dir`` (``prep.json``, ``bin/dict.src.txt``, ``sp.model``)."""
         fairseq_plugins.register()
+        device = resolve_device(device)  # a bad device fails before the checkpoint is read
         from fairseq import checkpoint_utils
         from fairseq.data import Dictionary
         from fairseq.dataclass.utils import merge_with_parent
@@ -172,15 +274,36 @@ class Summarizer:
                 raise ValueError(f"{checkpoint} does not fit the dictionary {dict_path} ({len(dictionary)} "
                                  f"entries): {str(err)[:300]}") from None
             raise
-        return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab)
+        return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab, device=device)
 
     # ------------------------------------------------------------------ preprocessing (summ-prepare --apply)
     def prepare(self, text: str):
         """(token ids with </s>, marked tokens, OOV words) of one raw document."""
+        prepared = self._prepare(text)
+        return prepared.ids, prepared.marked, prepared.oov_words
+
+    def _prepare(self, text: str) -> Prepared:
+        """One raw document prepared, with the counts of what truncation and marking lost (its InputReport)."""
+        max_source_len = self.settings.get("max_source_len")
+        stats = MarkStats()  # one document's counts
         marked, oov_words = mark_source(text.replace("\n", " "), self.tokenizer, self.vocab, self.num_markers,
-                                        self.settings.get("max_source_len"), MarkStats())
+                                        max_source_len, stats)
         ids = self.src_dict.encode_line(" ".join(marked), add_if_not_exist=False, append_eos=True).long()
-        return ids, marked, oov_words
+        tokens = stats.src["longest"]  # before truncation
+        report = InputReport(tokens=tokens, truncated_tokens=tokens - len(marked),
+                             overflow_words=stats.marker_overflow_words, unk_tokens=marked.count(UNK),
+                             max_source_len=max_source_len, num_markers=self.num_markers)
+        return Prepared(ids, marked, oov_words, report)
+
+    def _prepare_all(self, texts: List[str], strict: bool) -> List[Prepared]:
+        """Every document prepared; the lossy ones logged, or refused all at once with ``strict``."""
+        prepared = [self._prepare(text) for text in texts]
+        lossy = {i: p.report for i, p in enumerate(prepared) if p.report.lossy}
+        if lossy and strict:
+            raise LossyInputError(lossy, len(texts))
+        for i, report in lossy.items():
+            logger.warning("document %d of %d: %s", i, len(texts), report.describe())
+        return prepared
 
     # ------------------------------------------------------------------ generation
     def build_generator(self, beam=5, max_len_a=0, max_len_b=60, min_len=5, lenpen=1.0, block_ngram_repeat=0,
@@ -199,34 +322,39 @@ class Summarizer:
                                   lenpen=lenpen, **project, **options)
         return self.task.build_generator([self.model], args)
 
-    def _generate(self, texts: Sequence[str], batch_size: int, generator_options: Dict):
-        """[(ids, marked tokens, OOV words, best hypothesis, generator)], one per text, in input order."""
+    def _batches(self, tokens: List[torch.Tensor], batch_size: int, max_positions):
+        """fairseq-interactive's batches of ``tokens``: the task's batch iterator's index batches in order, each
+        collated by the dataset, as its DataLoader would (with ``num_workers`` 0) but in this thread, touching
+        no process-wide state: the DataLoader warns about pinned memory on a CPU, and silencing that with
+        ``warnings.catch_warnings`` would garble the warning filters of concurrent calls."""
+        dataset = self.task.build_dataset_for_inference(tokens, [t.numel() for t in tokens])
+        iterator = self.task.get_batch_iterator(
+            dataset=dataset, max_tokens=None, max_sentences=batch_size, max_positions=max_positions,
+            ignore_invalid_inputs=False, disable_iterator_cache=True,
+        )
+        return [dataset.collater([dataset[i] for i in indices]) for indices in iterator.frozen_batches]
+
+    def _generate(self, texts: Sequence[str], batch_size: int, generator_options: Dict, strict: bool = False):
+        """[(Prepared, best hypothesis, generator)], one per text, in input order."""
         if isinstance(texts, str):
             raise TypeError("summarize() takes a list of documents, not a single string")
         from fairseq import utils
 
         texts = list(texts)
         generator = self.build_generator(**generator_options)
-        prepared = [self.prepare(text) for text in texts]
+        prepared = self._prepare_all(texts, strict)
         max_positions = utils.resolve_max_positions(self.task.max_positions(), self.model.max_positions())
+        device = self.device
         results = [None] * len(texts)
         for start in range(0, len(texts), INTERACTIVE_BUFFER_SIZE):
             chunk = prepared[start:start + INTERACTIVE_BUFFER_SIZE]
-            tokens = [ids for ids, _, _ in chunk]
-            dataset = self.task.build_dataset_for_inference(tokens, [t.numel() for t in tokens])
-            with warnings.catch_warnings():  # fairseq asks the DataLoader for pinned memory, even on a CPU
-                warnings.filterwarnings("ignore", message=".*pin_memory.*")
-                batches = list(self.task.get_batch_iterator(
-                    dataset=dataset, max_tokens=None, max_sentences=batch_size, max_positions=max_positions,
-                    ignore_invalid_inputs=False, disable_iterator_cache=True,
-                ).next_epoch_itr(shuffle=False))
-            for batch in batches:
-                sample = {"net_input": {"src_tokens": batch["net_input"]["src_tokens"],
-                                        "src_lengths": batch["net_input"]["src_lengths"]}}
+            for batch in self._batches([p.ids for p in chunk], batch_size, max_positions):
+                sample = {"net_input": {"src_tokens": batch["net_input"]["src_tokens"].to(device),  # B x S
+                                        "src_lengths": batch["net_input"]["src_lengths"].to(device)}}  # B
                 with torch.no_grad():
                     hypos = self.task.inference_step(generator, [self.model], sample)
                 for local_id, nbest in zip(batch["id"].tolist(), hypos):
-                    results[start + local_id] = (*chunk[local_id], nbest[0], generator)
+                    results[start + local_id] = (chunk[local_id], nbest[0], generator)
         missing = [i for i, result in enumerate(results) if result is None]
         if missing:  # fairseq dropped an input (it should not with ignore_invalid_inputs=False)
             raise RuntimeError(f"no summary was generated for inputs {missing}")
@@ -243,23 +371,28 @@ class Summarizer:
 
     def summarize(self, texts: Sequence[str], beam: int = 5, max_len_a: float = 0, max_len_b: int = 60,
                   min_len: int = 5, lenpen: float = 1.0, batch_size: int = DEFAULT_BATCH_SIZE,
-                  **generator_options) -> List[str]:
-        """One detokenized summary per raw document, in order (``generate.sh --input``'s output)."""
+                  strict: bool = False, **generator_options) -> List[str]:
+        """One detokenized summary per raw document, in order (``generate.sh --input``'s output).  A document
+        the model cannot read whole is summarized from what it reads, with a logged warning; ``strict=True``
+        raises :class:`LossyInputError` instead, before generating anything."""
         options = dict(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, lenpen=lenpen,
                        **generator_options)
-        return [self._restore(self._hypothesis_tokens(hypo, generator), oov_words)
-                for _ids, _marked, oov_words, hypo, generator in self._generate(texts, batch_size, options)]
+        return [self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words)
+                for prepared, hypo, generator in self._generate(texts, batch_size, options, strict)]
 
     def summarize_with_details(self, texts: Sequence[str], beam: int = 5, max_len_a: float = 0,
                                max_len_b: int = 60, min_len: int = 5, lenpen: float = 1.0,
-                               batch_size: int = DEFAULT_BATCH_SIZE, **generator_options) -> List[SummaryDetails]:
-        """Like :meth:`summarize`, with each summary's per-token attention, p_gen and coverage."""
+                               batch_size: int = DEFAULT_BATCH_SIZE, strict: bool = False,
+                               **generator_options) -> List[SummaryDetails]:
+        """Like :meth:`summarize`, with each summary's per-token attention, p_gen and coverage, and the counts
+        of what the model did not read of its document (``input_report``)."""
         options = dict(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, lenpen=lenpen,
                        **generator_options)
         details = []
-        for ids, marked, oov_words, hypo, generator in self._generate(texts, batch_size, options):
+        for prepared, hypo, generator in self._generate(texts, batch_size, options, strict):
+            marked, oov_words = prepared.marked, prepared.oov_words
             text = self._restore(self._hypothesis_tokens(hypo, generator), oov_words)
-            forced = teacher_force(self.model, ids, hypo["tokens"].cpu())
+            forced = teacher_force(self.model, prepared.ids, hypo["tokens"])
             source_markers = marked + [self.src_dict[self.src_dict.eos()]]
             summary_markers = [self.tgt_dict[i] for i in hypo["tokens"].tolist()]
             details.append(SummaryDetails(
@@ -271,6 +404,7 @@ class Summarizer:
                 attention=forced["attention"], p_gen=forced["p_gen"], coverage=forced["coverage"],
                 positional_scores=hypo["positional_scores"].float().cpu().numpy(), score=float(hypo["score"]),
                 source_markers=source_markers, summary_markers=summary_markers, oov_words=list(oov_words),
+                input_report=prepared.report,
             ))
         return details
 
@@ -286,15 +420,19 @@ def teacher_force(model, src_ids: torch.Tensor, summary_ids: torch.Tensor) -> Di
     """Run one document's source (1-D ids, ending in </s>) and summary (1-D ids, ending in </s>) through the model
     with teacher forcing; returns numpy arrays ``attention`` (T x S), ``p_gen`` (T, or None) and ``coverage``
     (T x S, or None), T = len(summary_ids), S = len(src_ids).  The decoder is fed </s> then the summary without
-    its last token, as fairseq's beam search feeds it, so step t's values are those the beam saw."""
+    its last token, as fairseq's beam search feeds it, so step t's values are those the beam saw.  The inputs go
+    to the model's device, wherever they come from."""
+    device = model_device(model)
     eos = model.decoder.dictionary.eos()
-    src = src_ids.long().view(1, -1)
-    prev = torch.cat([torch.tensor([eos]), summary_ids.long()[:-1]]).view(1, -1)
+    src = src_ids.long().view(1, -1).to(device)  # 1 x S
+    summary = summary_ids.long().to(device)  # T
+    prev = torch.cat([summary.new_tensor([eos]), summary[:-1]]).view(1, -1)  # 1 x T
+    lengths = torch.tensor([src.size(1)], device=device)  # 1
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            _, extra = model(src, torch.tensor([src.size(1)]), prev)
+            _, extra = model(src, lengths, prev)
     finally:
         model.train(was_training)
     attn = extra["attn"][0] if isinstance(extra["attn"], (list, tuple)) else extra["attn"]

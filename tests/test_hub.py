@@ -256,3 +256,158 @@ def test_tensorboard_logdir_writes_event_files(trained):
         scalars = read_scalars(files[0])
         assert scalars.get("loss") == [3], scalars  # logged at the end of the epoch, after update 3
         assert {"nll_loss", "coverage", "p_gen"} <= set(scalars)  # the criterion's own metrics too
+
+
+# ---------------------------------------------------------------------------- what the model does not read
+def long_document():
+    return " ".join(head(ROOT / "data" / "scitldr" / "test.src", 3))  # far beyond max_source_len 150
+
+
+def test_truncated_document_is_warned_counted_and_refusable(summarizer, caplog):
+    from fairseq_plugins.hub import LossyInputError
+
+    short = "we propose a new method for training neural networks ."
+    with caplog.at_level("WARNING", logger="fairseq_plugins.hub"):
+        details = summarizer.summarize_with_details([long_document(), short], beam=2, max_len_b=10)
+    report = details[0].input_report
+    assert report.tokens > 200 and report.truncated_tokens == report.tokens - 150 and report.lossy
+    assert len(details[0].source_tokens) == 151  # what the model read: 150 tokens and </s>
+    assert not details[1].input_report.lossy and details[1].input_report.tokens == len(short.split())
+    warned = [r for r in caplog.records if r.name == "fairseq_plugins.hub"]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"  # one per lossy document, none for the other
+    assert "document 0 of 2" in warned[0].getMessage() and f"of its {report.tokens} tokens" in warned[0].getMessage()
+    with pytest.raises(LossyInputError, match="1 of 2 documents cannot be read whole") as refused:
+        summarizer.summarize([short, long_document()], strict=True)
+    assert list(refused.value.reports) == [1] and isinstance(refused.value, ValueError)
+    assert summarizer.summarize([short], beam=2, max_len_b=10, strict=True)  # a whole document passes
+
+
+def test_oov_words_beyond_the_markers_are_counted_as_unk(summarizer, caplog):
+    import copy
+
+    _, marked, oov_words = summarizer.prepare(MARKER_DOC)
+    assert len(oov_words) >= 2 and "zyxwvut" in oov_words
+    unk = sum(tok.startswith("<oov-") and tok != "<oov-0>" for tok in marked)  # the words beyond the first
+    few = copy.copy(summarizer)
+    few.num_markers = 1  # one marker: only the document's first OOV word can be copied
+    with caplog.at_level("WARNING", logger="fairseq_plugins.hub"):
+        d = few.summarize_with_details([MARKER_DOC], beam=2, max_len_b=10)[0]
+    assert d.oov_words == oov_words[:1] and d.source_markers.count("<unk>") == unk
+    report = d.input_report
+    assert (report.overflow_words, report.unk_tokens, report.truncated_tokens) == (len(oov_words) - 1, unk, 0)
+    assert report.lossy and not summarizer.summarize_with_details([MARKER_DOC], beam=2)[0].input_report.lossy
+    assert any(f"{len(oov_words) - 1} OOV words ({unk} tokens) beyond the 1 OOV markers read as <unk>"
+               in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------------------- devices
+class Stop(Exception):
+    """Raised by a recording forward once it has seen its inputs."""
+
+
+def tensor_devices(value):
+    """The devices of every tensor in (nested) args."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value.device]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [device for item in value for device in tensor_devices(item)]
+    return []
+
+
+def record_inputs(monkeypatch, module, seen, stop=False):
+    """Wrap ``module.forward`` to append the devices of its tensor inputs to ``seen`` (then raise Stop)."""
+    original = module.forward
+
+    def forward(*args, **kwargs):
+        seen.extend(tensor_devices([args, kwargs]))
+        if stop:
+            raise Stop
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "forward", forward)
+
+
+def test_every_input_goes_to_the_summarizer_device(trained, monkeypatch):
+    import torch
+
+    from fairseq_plugins.hub import Summarizer, teacher_force
+
+    _, _, model, _ = trained
+    on_cpu = Summarizer.from_pretrained(model, device="cpu")
+    assert on_cpu.device == torch.device("cpu")
+    seen = []
+    record_inputs(monkeypatch, on_cpu.model.encoder, seen)
+    record_inputs(monkeypatch, on_cpu.model, seen)
+    details = on_cpu.summarize_with_details([MARKER_DOC], beam=2, max_len_b=10)[0]
+    assert details.text and seen and set(seen) == {torch.device("cpu")}
+    ids = on_cpu.prepare(MARKER_DOC)[0]
+    # A device other than the CPU: "meta" (shapes only).  The beam search stops at the encoder's inputs,
+    # teacher forcing at the model's; both must be on the device, given at loading or moved to later.
+    for summarizer in (Summarizer.from_pretrained(model, device="meta"), on_cpu):
+        summarizer.model.to("meta")  # as summarizer.model.cuda() would
+        assert summarizer.device == torch.device("meta")
+        seen = []
+        record_inputs(monkeypatch, summarizer.model.encoder, seen, stop=True)
+        with pytest.raises(Stop):
+            summarizer.summarize([MARKER_DOC, "a second document ."], beam=2, max_len_b=10)
+        record_inputs(monkeypatch, summarizer.model, seen, stop=True)
+        with pytest.raises(Stop):
+            teacher_force(summarizer.model, ids, ids)  # CPU inputs
+        assert len(seen) == 5 and set(seen) == {torch.device("meta")}  # tokens, lengths; src, lengths, prev
+
+
+def test_unknown_or_missing_device_is_a_clear_error(trained):
+    import torch
+
+    from fairseq_plugins.hub import Summarizer, resolve_device
+
+    _, _, model, _ = trained
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        Summarizer.from_pretrained(model, device="gpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device(None) == torch.device(expected)  # the default: CUDA when available
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="'cuda:0': CUDA is not available on this machine"):
+            Summarizer.from_pretrained(model, device="cuda:0")
+
+
+# ---------------------------------------------------------------------------- threads
+def test_summarize_leaves_the_warning_filters_alone(summarizer, monkeypatch):
+    """The warning filters are process-wide: a call that changed them (warnings.catch_warnings) even for a
+    moment would garble those of concurrent calls from other threads."""
+    import warnings
+
+    states = []
+    build = summarizer.task.build_dataset_for_inference
+
+    def build_dataset(*args, **kwargs):
+        dataset = build(*args, **kwargs)
+        collater = dataset.collater
+        dataset.collater = lambda samples: (states.append(warnings.filters is before
+                                                          and warnings.filters == content), collater(samples))[1]
+        return dataset
+
+    monkeypatch.setattr(summarizer.task, "build_dataset_for_inference", build_dataset)
+    with warnings.catch_warnings(record=True) as caught:  # the test's own, on this thread alone
+        warnings.simplefilter("always")
+        before, content = warnings.filters, list(warnings.filters)
+        summarizer.summarize(["a first document .", "a second one ."], beam=2, max_len_b=10, batch_size=1)
+    assert states == [True, True]  # one per batch, each collated with the filters untouched
+    assert not [w for w in caught if "pin_memory" in str(w.message)]  # there was nothing to silence
+
+
+def test_concurrent_calls_from_threads_give_the_sequential_summaries(summarizer, documents):
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [documents[i:i + 3] for i in range(4)]
+    expected = [summarizer.summarize(docs, beam=2, max_len_b=10) for docs in inputs]
+    before = list(warnings.filters)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda docs: summarizer.summarize(docs, beam=2, max_len_b=10), inputs * 2))
+    assert got == expected * 2
+    assert warnings.filters == before
