@@ -266,7 +266,7 @@ def test_gamma_zero_is_focal_copy_coverage(model, loss_average):
     model.zero_grad()
 
     torch.manual_seed(0)
-    loss, sample_size, log = criterion(rl_gamma=0.0, **options)(model, sample)
+    loss, sample_size, log = criterion(rl_gamma=0.0, rl_mix="averages", **options)(model, sample)
     loss.backward()
     assert sample_size == ml_size
     torch.testing.assert_close(loss, ml_loss, rtol=0, atol=0)
@@ -299,13 +299,19 @@ def test_loss_is_eq_15_summed_over_the_batch(model):
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
     assert sample_size == 2
     # token normalisation: the same sum over the number of sampled tokens (7), times fairseq's sample size
-    loss_t, size_t, _ = inject(criterion(rl_gamma=1.0, rl_normalization="token"), sampled, greedy)(model, sample)
+    loss_t, size_t, _ = inject(criterion(rl_gamma=1.0, rl_mix="averages", rl_normalization="token"), sampled,
+                               greedy)(model, sample)
     torch.testing.assert_close(loss_t / size_t, expected / 7, atol=1e-6, rtol=1e-5)
-    # eq 16: gamma mixes the two averages
+    # eq 16 with --rl-mix averages: gamma mixes the two averages
     gamma = 0.25
-    mixed, _, mixed_log = inject(criterion(rl_gamma=gamma), sampled, greedy)(model, sample)
+    mixed, _, mixed_log = inject(criterion(rl_gamma=gamma, rl_mix="averages"), sampled, greedy)(model, sample)
     ml, _, _ = focal()(model, sample)
     torch.testing.assert_close(mixed, gamma * expected + (1 - gamma) * ml, atol=1e-5, rtol=1e-5)
+    # eq 16 as the paper writes it (the default): both terms summed over each summary, averaged over documents
+    paper, paper_size, _ = inject(criterion(rl_gamma=gamma), sampled, greedy)(model, sample)
+    ml_sum, _, _ = focal(loss_average="token")(model, sample)  # the batch's sum of per-token terms
+    assert paper_size == 2
+    torch.testing.assert_close(paper, gamma * expected + (1 - gamma) * ml_sum, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("sample_wins", [True, False])
@@ -443,6 +449,7 @@ def test_a_non_finite_distribution_while_decoding_is_a_non_finite_batch():
 
 @pytest.mark.parametrize("options, message", [
     ({"rl_gamma": 1.5}, "--rl-gamma must be in"),
+    ({"rl_normalization": "token"}, "--rl-normalization token averages L_rl over sampled tokens"),
     ({"rl_reward": "rouge7x"}, "--rl-reward"),
     ({"rl_max_len_b": 0}, "--rl-max-len-a 0.0 --rl-max-len-b 0"),
     ({"rl_sentence_rewards": True, "rl_sentence_end": "zz yy"}, "--rl-sentence-end 'zz yy': none of these"),

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from conftest import tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
+from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import (
     SelfCriticalCohesionConfig,
     SelfCriticalCohesionCriterion,
@@ -233,15 +234,22 @@ def test_self_critical_cohesion_uses_semantic_cohesion_as_its_ml_part():
     torch.manual_seed(5)
     model = tiny_dca().eval()
     batch = sample()
-    cfg = SelfCriticalCohesionConfig(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0, loss_average="sequence",
-                                     on_nonfinite="stop", rl_gamma=0.0, rl_max_len_b=4, cohesion_lambda=0.5)
-    rl = SelfCriticalCohesionCriterion(Task(), cfg)
-    assert isinstance(rl.ml, SemanticCohesionCriterion) and rl.ml.cohesion_lambda == 0.5
-    loss, sample_size, logging_output = rl(model, batch)
-    expected, expected_size, _ = cohesion(cohesion_lambda=0.5)(model, batch)
-    assert sample_size == expected_size
-    torch.testing.assert_close(loss, expected)
-    assert "cohesion" in logging_output
+    for mix in ("averages", "paper"):
+        cfg = SelfCriticalCohesionConfig(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0,
+                                         loss_average="sequence", on_nonfinite="stop", rl_gamma=0.0, rl_max_len_b=4,
+                                         cohesion_lambda=0.5, rl_mix=mix)
+        rl = SelfCriticalCohesionCriterion(Task(), cfg)
+        assert isinstance(rl.ml, SemanticCohesionCriterion) and rl.ml.cohesion_lambda == 0.5
+        loss, sample_size, logging_output = rl(model, batch)
+        assert "cohesion" in logging_output
+        if mix == "averages":  # the ML part's own average
+            expected, expected_size, _ = cohesion(cohesion_lambda=0.5)(model, batch)
+            assert sample_size == expected_size
+            torch.testing.assert_close(loss, expected)
+        else:  # the paper's L_MLE + lambda L_SEM summed over each summary, per document
+            expected, _, _ = cohesion(cohesion_lambda=0.5, loss_average="token")(model, batch)
+            assert sample_size == 2
+            torch.testing.assert_close(loss, expected)
 
 
 def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
@@ -270,3 +278,54 @@ def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
     assert l_sem[0] > 0 and l_sem[1] == 0
     torch.testing.assert_close(logging_output["cohesion_sample"], l_sem.sum())
     torch.testing.assert_close(loss - loss_without, 0.5 * l_sem.sum() * size / 2)
+
+
+@pytest.mark.parametrize("arch", sorted(MODELS))
+@pytest.mark.parametrize("cohesion_lambda", [0.0, 0.5])
+def test_paper_mix_gradient_is_gamma_grad_l_rl_plus_one_minus_gamma_grad_summed_nll(arch, cohesion_lambda):
+    """Issue 21 point 1, --rl-mix paper (the default): the gradient of the batch loss is
+    gamma grad L_rl + (1 - gamma) grad sum_t nll_t (Paulus et al. eq 16 with eqs 14-15 as sums over each
+    summary), with L_rl = sum_docs (r(y^g) - r(y^s)) sum_t log p(y^s_t), for self_critical_rouge (lambda = 0);
+    for self_critical_cohesion (lambda > 0) plus lambda L_SEM of the reference in the ML term and of y^s in the
+    RL term.  Relative tolerance 1e-5 (float32 sums in another order)."""
+    torch.manual_seed(10)
+    model = MODELS[arch]().eval()
+    batch = sample()
+    tokens = torch.tensor([[A, DOT, B, DOT, EOS], [C, D, DOT, EOS, PAD]])
+    sampled = FreeRun(tokens, torch.tensor([5, 4]), torch.zeros(2, 5), torch.zeros(2, dtype=torch.bool))
+    greedy = FreeRun(tokens[:, :2], torch.tensor([2, 2]), torch.zeros(2, 2), torch.zeros(2, dtype=torch.bool))
+    gamma = 0.75
+    options = dict(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=0.0, loss_average="sequence",
+                   on_nonfinite="stop", rl_gamma=gamma)
+    if cohesion_lambda:  # self_critical_cohesion
+        rl = SelfCriticalCohesionCriterion(Task(), SelfCriticalCohesionConfig(**options,
+                                                                              cohesion_lambda=cohesion_lambda))
+    else:  # self_critical_rouge
+        rl = SelfCriticalRougeCriterion(Task(), SelfCriticalRougeConfig(**options))
+    rl.decode = lambda model, sample: (sampled, greedy)
+    loss, sample_size, _ = rl(model, batch)
+    assert sample_size == 2
+    got = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+
+    factor, _, _ = rl.reward_factors(sampled, greedy, batch["target"])  # B x T: r(y^g) - r(y^s)
+    teacher = dict(batch["net_input"], prev_output_tokens=teacher_forcing_input(tokens, PAD, EOS))
+    on_sample = model(**teacher)
+    log_p = model.get_target_log_probs(on_sample, tokens) * tokens.ne(PAD)  # B x T
+    l_rl = (factor.float() * log_p).sum()
+    on_reference = model(**batch["net_input"])
+    target = batch["target"]
+    nll = -(model.get_target_log_probs(on_reference, target) * target.ne(PAD)).sum()
+    sem = lambda out, toks: semantic_cohesion(out[1]["decoder_states"], toks, is_end(toks), PAD, EOS,  # noqa: E731
+                                              form="squared").sum()
+    expected_loss = gamma * (l_rl + cohesion_lambda * sem(on_sample, tokens)) \
+        + (1 - gamma) * (nll + cohesion_lambda * sem(on_reference, target))
+    expected = torch.autograd.grad(expected_loss, list(model.parameters()), allow_unused=True)
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=1e-5)
+    compared = 0
+    for (name, _), g, e in zip(model.named_parameters(), got, expected):
+        if e is None:
+            assert g is None or g.abs().max() == 0, name
+            continue
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7, msg=name)
+        compared += 1
+    assert compared > 5

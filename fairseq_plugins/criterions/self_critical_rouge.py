@@ -29,12 +29,20 @@ How one batch is computed (the same code for every architecture; nothing model-s
 Dropout: by default (``--rl-dropout`` off) steps 1 and 4 run with dropout off, so the distribution sampled
 from and the one differentiated are the same network; the ML part keeps the model's dropout.
 
-Normalisation (``--rl-normalization``).  Eq 15 sums log p over the summary's steps: ``sequence`` (default, what
-the paper implies) adds eq 15 over the documents and divides by their number, with no length normalisation;
-``token`` divides the same sum by the number of sampled tokens of the batch instead.  The ML part is averaged
-as its own options say (``--loss-average``); the two averages are mixed by eq 16, so ``gamma`` weighs
-averages of like kind whatever the options: fairseq's sample_size is the ML part's, and the RL sum is scaled
-by sample_size / (documents or sampled tokens) before mixing.
+The mix of eq 16 (``--rl-mix``).
+  ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
+      sums over the summary's tokens; L = gamma L_rl + (1 - gamma) L_ml is formed per document and averaged
+      over the batch's documents (fairseq's sample_size = documents).  The ML part therefore contributes its
+      per-token terms summed over the summary (focal and coverage terms included, and lambda L_SEM for
+      self_critical_cohesion), whatever its ``--loss-average``; ``--rl-normalization`` must stay ``sequence``.
+  ``averages``: the behaviour before issue 21.  Each part is first brought to an average: L_rl per document
+      (``--rl-normalization sequence``) or per sampled token (``token``), the ML part as its
+      ``--loss-average`` says (by default its mean over the summary's steps); gamma then mixes the averages.
+Conversion.  With ``averages`` and the ML mean over each summary's T tokens, a document's loss is
+g_a L_rl + (1 - g_a) L_ml / T, which is the paper's form (up to a constant factor) with
+g_p = g_a T / (g_a T + 1 - g_a); conversely g_a = g_p / (g_p + T (1 - g_p)).  For T ~ 62 (CNN/DM), the paper's
+0.9984 under ``paper`` is g_a ~ 0.91 under ``averages``, and 0.9984 under ``averages`` is g_p ~ 0.99997: the old
+default gave the ML term ~60x less weight than the paper's gamma says.
 
 Padding and ``<s>`` are never sampled (their probability is set to 0 and the rest renormalised); log p is the
 model's own probability of the sampled token, so the estimator ignores the (for a trained model tiny) mass
@@ -55,7 +63,8 @@ sample, net_output) -> (loss, sample_size, term sums)`` and ``reduce_terms(loggi
 e.g. ``class SelfCriticalCohesion(SelfCriticalRougeCriterion): ml_criterion_class = SemanticCohesionCriterion``
 registered with a config that adds its options: L = gamma L_rl + (1 - gamma) L_mle-sem, no copy of this code.
 
-Logged (per update): loss = gamma rl_loss + (1 - gamma) ml_loss (all three in base 2, like fairseq's loss),
+Logged (per update): loss = gamma rl_loss + (1 - gamma) ml_loss (all three in base 2, like fairseq's loss; per
+document with ``--rl-mix paper``, as averaged with ``averages``; the per-token nll_loss is logged either way),
 reward_sample and reward_greedy (mean F1 of y^s and y^g), beat_baseline (share of documents with
 r(y^s) > r(y^g)), sample_len and greedy_len (mean summary tokens, ``</s>`` not counted), and the ML part's
 terms (nll_loss, ppl, focal, coverage, p_gen).  In validation the same is computed without gradient: keep the
@@ -95,6 +104,7 @@ from fairseq_plugins.text.markers import marker_index
 logger = logging.getLogger(__name__)
 
 RL_NORMALIZATION = ChoiceEnum(["sequence", "token"])
+RL_MIX = ChoiceEnum(["paper", "averages"])
 
 
 @dataclass
@@ -105,9 +115,14 @@ class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
     rl_reward: str = field(
         default="rougeL", metadata={"help": "reward: rougeL, rouge1, rouge2 ... (F1 on token ids), or a weighted "
                                             "mix such as rouge1=0.5,rougeL=0.5"})
+    rl_mix: RL_MIX = field(
+        default="paper", metadata={"help": "paper: eq 16 on L_rl and L_ml both summed over the summary's tokens, "
+                                           "averaged over documents; averages: gamma mixes L_rl's and the ML "
+                                           "part's own averages (the behaviour before issue 21)"})
     rl_normalization: RL_NORMALIZATION = field(
         default="sequence", metadata={"help": "sequence: eq 15 summed over each summary's steps, averaged over "
-                                              "documents (the paper); token: averaged over sampled tokens"})
+                                              "documents (the paper); token: averaged over sampled tokens (only "
+                                              "with --rl-mix averages)"})
     rl_max_len_a: float = field(
         default=0.0, metadata={"help": "decode y^s and y^g up to a * source length + b tokens (this is a)"})
     rl_max_len_b: int = field(default=100, metadata={"help": "... and this is b (Paulus et al.: 100)"})
@@ -147,6 +162,17 @@ class PhaseTimer:
         yield
         if self.enabled:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+class Overridden:
+    """A config read through ``getattr`` with some values replaced (what fairseq's ``build_criterion`` reads)."""
+
+    def __init__(self, cfg, **values):
+        self._cfg, self._values = cfg, values
+
+    def __getattr__(self, name):
+        values = self.__dict__.get("_values", {})
+        return values[name] if name in values else getattr(self.__dict__["_cfg"], name)
 
 
 @contextlib.contextmanager
@@ -209,7 +235,11 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
                              f"must be allowed at least one token (both >= 0, and b >= 1 when a is 0)")
         if cfg.rl_log_samples < 0:
             raise ValueError(f"--rl-log-samples must be >= 0, not {cfg.rl_log_samples}")
+        if cfg.rl_mix == "paper" and cfg.rl_normalization != "sequence":
+            raise ValueError("--rl-normalization token averages L_rl over sampled tokens, which only --rl-mix "
+                             "averages does; --rl-mix paper sums both terms over each summary")
         self.cfg = cfg
+        self.paper_mix = cfg.rl_mix == "paper"
         self.ml = self.build_ml_criterion(cfg, task)
         self.init_nonfinite(task, cfg.on_nonfinite)
         dictionary = task.target_dictionary
@@ -226,7 +256,10 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
 
     @classmethod
     def build_ml_criterion(cls, cfg, task) -> FairseqCriterion:
-        """The ML part, built from this criterion's config (which has all of its options)."""
+        """The ML part, built from this criterion's config (which has all of its options); with ``--rl-mix
+        paper`` its loss is the sum over the batch's target tokens (``--loss-average token``)."""
+        if cfg.rl_mix == "paper":
+            cfg = Overridden(cfg, loss_average="token")
         return cls.ml_criterion_class.build_criterion(cfg, task)
 
     @staticmethod
@@ -262,7 +295,11 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
             rl_sum = rl_sum + penalty  # a subclass's per-summary term of y^s (0 here)
             ml_terms.update(penalty_terms)
         rl_norm = target.size(0) if self.per_sequence else int(sampled.lengths.sum())
-        loss = self.gamma * rl_sum * (sample_size / rl_norm) + (1.0 - self.gamma) * ml_loss  # eq 16
+        if self.paper_mix:  # per document: gamma L_rl + (1 - gamma) L_ml, both sums over the summary
+            sample_size = target.size(0)
+            loss = self.gamma * rl_sum + (1.0 - self.gamma) * ml_loss  # eq 16
+        else:  # averages of like kind, at the ML part's sample size
+            loss = self.gamma * rl_sum * (sample_size / rl_norm) + (1.0 - self.gamma) * ml_loss  # eq 16
 
         logging_output = self.make_logging_output(
             loss, ml_loss, rl_sum, rl_norm, sample, sample_size, ml_terms, sampled, greedy, reward_s, reward_g,
