@@ -9,8 +9,12 @@ Two processes with --update-freq 1 must train exactly like one process with --up
 - the per-update seed is seed + num_updates on every rank, and dropout is off, so nothing random differs.
 Only the order of floating-point additions differs, hence a tolerance.
 
+Validation by ROUGE (--eval-rouge) with two workers: fairseq all-reduces the validation logging outputs and hands
+the task tensors; the logged rouge_l must be the one process's figure for the same weights.
+
 The helpers at the top are shared with tests/test_fault_tolerance.py and tests/test_slurm.py.
 """
+import json
 import os
 import re
 import subprocess
@@ -162,3 +166,45 @@ def test_sigterm_to_torchrun_saves_on_every_rank_and_the_same_command_resumes(da
     _, uninterrupted = two_processes
     overlap = [u for u in resumed if u["num_updates"] <= 4]
     assert_same_updates(overlap, train_updates(uninterrupted)[k:4])
+
+
+# Validation by ROUGE: greedy summaries of at most 20 tokens of the 30 validation documents.
+EVAL_ROUGE = ["--eval-rouge", "--eval-gen-args", json.dumps({"beam": 1, "max_len_a": 0, "max_len_b": 20})]
+VALIDATING = [option for option in TINY if option != "--disable-validation"] + EVAL_ROUGE
+_ROUGE = re.compile(r"valid on 'valid' subset \|.*\| rouge_1 ([\d.]+) \| rouge_2 ([\d.]+) \| rouge_l ([\d.]+) "
+                    r"\|.*\| num_updates (\d+)")
+
+
+def validation_rouge(log: str) -> dict:
+    """{num_updates: (rouge_1, rouge_2, rouge_l)} of the validations of a fairseq-train log."""
+    return {int(m.group(4)): tuple(map(float, m.groups()[:3])) for m in _ROUGE.finditer(log)}
+
+
+def test_two_processes_validate_by_rouge_like_one_process_on_the_same_checkpoint(data, tmp_path):
+    """2 processes train 2 updates and validate by ROUGE at the end.  The one-process figures for the same
+    weights: one process restores their checkpoint with a fresh optimizer (fairseq then counts updates from 0),
+    makes one update with --lr 0 (an Adam step of exactly 0, checked below) and validates.  Both summarize the
+    30 documents in the same batches with the same weights, so every document's ROUGE is the same; only the
+    order in which the sums are added differs (about 1e-16 relative), which moves a figure logged with 2
+    decimals only on a rounding boundary: the comparison is exact."""
+    import torch
+
+    two = run(["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", data, tmp_path / "two", *VALIDATING,
+               "--max-update", "2"])
+    log_two = two.stdout + two.stderr
+    assert "training on 2 devices" in log_two
+    figures_two = validation_rouge(log_two)
+    assert list(figures_two) == [2], log_two[-3000:]
+
+    one = run(["./train.sh", data, tmp_path / "one", *VALIDATING, "--max-update", "1", "--lr", "0",
+               "--restore-file", tmp_path / "two" / "checkpoint_last.pt", "--reset-optimizer"])
+    log_one = one.stdout + one.stderr
+    assert "training on 1 devices" in log_one
+    figures_one = validation_rouge(log_one)
+    assert list(figures_one) == [1], log_one[-3000:]
+    weights_two = load_checkpoint(tmp_path / "two" / "checkpoint_last.pt")["model"]
+    weights_one = load_checkpoint(tmp_path / "one" / "checkpoint_last.pt")["model"]
+    assert all(torch.equal(weights_one[name], value) for name, value in weights_two.items())  # the same weights
+
+    assert figures_two[2] == figures_one[1]  # rouge_1, rouge_2, rouge_l
+    assert figures_one[1][2] > 0  # a real score: the summaries share words with their references

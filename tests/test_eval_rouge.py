@@ -102,6 +102,23 @@ def test_workers_sums_give_the_mean_over_all_documents():
     assert values["rouge_1"] == pytest.approx(100 * 1.2 / 4)
 
 
+def test_workers_all_reduced_tensors_give_the_same_figures_as_numbers():
+    """Several workers: fairseq all-reduces the logging outputs and hands reduce_metrics 0-d double tensors."""
+    from fairseq import metrics
+
+    from fairseq_plugins.tasks.summarization import log_means
+
+    numbers = {"_accuracy_sum": 1.25, "_accuracy_count": 3}
+    tensors = {key: torch.tensor(value, dtype=torch.double) for key, value in numbers.items()}
+    figures = []
+    for outputs in ([numbers], [tensors]):
+        with metrics.aggregate() as aggregate:
+            log_means(["accuracy"], "_accuracy_count", outputs)
+            figures.append(aggregate.get_smoothed_values()["accuracy"])
+    assert figures == [round(100 * 1.25 / 3, 2)] * 2
+    assert all(type(figure) is float for figure in figures)
+
+
 def test_fairseq_validate_on_a_checkpoint_trained_with_eval_rouge_reports_the_loss(trained):
     """fairseq-validate builds the model from the checkpoint (no generator for validation ROUGE): it reports the
     loss of each split instead of failing, and the valid loss is the one training logged for the same weights."""

@@ -24,6 +24,9 @@ hypothesis, which re-ranks the beam's finished candidates; it does not change wh
 beam keeps.  The sum runs over the source's real tokens (its ``</s>`` included, padding excluded); a source
 word whose attention underflowed to exactly 0 counts as ``COVERAGE_EPS``, so the penalty stays finite.  It
 needs a model that returns its attention (``extra["attn"]``), as every model of this project does.
+
+``--print-alignment`` (``SummarizationGeneratorWithAlignment``): fairseq's alignment extraction over this same
+search, each attention read against its source in the order the model attends.
 """
 import logging
 import math
@@ -32,7 +35,8 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from fairseq.sequence_generator import SequenceGenerator
+from fairseq import utils
+from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 
 from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
 
@@ -89,9 +93,38 @@ def coverage_penalty(attention: Tensor, source_length: int, beta: float) -> Tens
     fairseq's lstm) attend in right-padded order, a transformer in the dataset's left-padded order; the real
     positions are the contiguous block of ``source_length`` that carries the attention (padding gets none)."""
     coverage = attention.float().sum(dim=1)  # S: sum_t a_i^t
-    padding = coverage.size(0) - source_length
-    if padding > 0 and coverage[source_length:].sum() > coverage[:padding].sum():
-        coverage = coverage[padding:]  # left-padded: the real tokens are the last source_length
+    if attends_left_padded(attention, source_length):
+        coverage = coverage[coverage.size(0) - source_length:]  # the real tokens are the last source_length
     else:
         coverage = coverage[:source_length]
     return beta * torch.log(coverage.clamp(min=COVERAGE_EPS, max=1.0)).sum()
+
+
+def attends_left_padded(attention: Tensor, source_length: int) -> bool:
+    """Does ``attention`` (S x T) attend to a padded source's real tokens last, as a transformer does in the
+    dataset's left-padded order?  pgn_lstm, the project's other recurrent encoders and fairseq's lstm attend in
+    right-padded order.  Padding gets no attention, so the real tokens are the block of ``source_length``
+    positions that carries it; False when there is no padding."""
+    coverage = attention.float().sum(dim=1)  # S
+    padding = coverage.size(0) - source_length
+    return padding > 0 and bool(coverage[source_length:].sum() > coverage[:padding].sum())
+
+
+class SummarizationGeneratorWithAlignment(SequenceGeneratorWithAlignment, SummarizationGenerator):
+    """--print-alignment: fairseq's alignment extraction over the project's search.  fairseq's class calls
+    ``_generate`` of the next class in line, here SummarizationGenerator's (blocking, coverage penalty), and
+    then reads each hypothesis's attention against its source."""
+
+    def _prepare_batch_for_alignment(self, sample, hypothesis):
+        """fairseq's batch for the extraction, with each source in the order its hypothesis's attention uses.
+        fairseq pairs the attention with the dataset's left-padded source, which is right for a transformer;
+        a model that attends in right-padded order (``attends_left_padded`` False) would otherwise get an
+        alignment shifted by its source's padding."""
+        src_tokens, src_lengths, prev_output_tokens, tgt_tokens = super()._prepare_batch_for_alignment(
+            sample, hypothesis)  # src_tokens: (B * beam) x S, left-padded
+        right_padded = utils.convert_padding_direction(src_tokens, self.pad, left_to_right=True)  # (B * beam) x S
+        hypos = [hypo for sentence in hypothesis for hypo in sentence]
+        for row, (hypo, length) in enumerate(zip(hypos, src_tokens.ne(self.pad).sum(dim=1).tolist())):
+            if length < src_tokens.size(1) and not attends_left_padded(hypo["attention"], length):
+                src_tokens[row] = right_padded[row]
+        return src_tokens, src_lengths, prev_output_tokens, tgt_tokens

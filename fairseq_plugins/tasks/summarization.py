@@ -8,7 +8,9 @@ beam search (fairseq_plugins/generation/generator.py) with these task options:
   ``--block-ignore TOKENS``  n-grams containing these tokens may repeat (OpenNMT-py -ignore_when_blocking);
   ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores.
 A generation config that names one of these (``--eval-gen-args``, the hub's keyword arguments) overrides the
-task's value.
+task's value.  ``--print-alignment`` keeps this search and adds fairseq's alignment (read in the order each
+model attends: pgn_lstm's right-padded attention is not shifted by a batch's padding).  ``--score-reference``
+scores the reference with fairseq's SequenceScorer: no search, so these options do not apply (it says so).
 
 Validation by generation: ``--eval-accuracy`` and ``--eval-rouge`` summarize the validation set at every
 validation with ``--eval-gen-args`` (greedy, up to 100 tokens, by default):
@@ -47,7 +49,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_plugins.generation.generator import SummarizationGenerator
+from fairseq_plugins.generation.generator import SummarizationGenerator, SummarizationGeneratorWithAlignment
 from fairseq_plugins.scoring.accuracy import summary_accuracy
 from fairseq_plugins.scoring.validation_rouge import METRICS as ROUGE_METRICS, ValidationRouge
 
@@ -128,16 +130,28 @@ class SummarizationTask(TranslationTask):
     # ------------------------------------------------------------------ generation
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         """fairseq's generator choice, except that its SequenceGenerator (beam search, sampling, diverse beam...)
-        is the project's SummarizationGenerator (n-gram blocking, coverage penalty).  Its options come from
-        ``args`` when it names them (a generation config of the hub or --eval-gen-args), else from this task's
-        options."""
-        sequence_generator = seq_gen_cls is None and not any(
-            getattr(args, name, False) for name in ("score_reference", "print_alignment"))
-        if sequence_generator:
-            seq_gen_cls = SummarizationGenerator
+        is the project's SummarizationGenerator (n-gram blocking, coverage penalty), and with --print-alignment
+        SummarizationGeneratorWithAlignment, which adds fairseq's alignment to the same search.  Its options
+        come from ``args`` when it names them (a generation config of the hub or --eval-gen-args), else from
+        this task's options.  --score-reference keeps fairseq's SequenceScorer: it scores the given reference
+        and searches nothing, so there is nothing to block, and no finished hypotheses for the coverage
+        penalty to re-rank (it says so when one of them is set)."""
+        if getattr(args, "score_reference", False):
+            self.say_search_options_do_not_apply(args)
+        elif seq_gen_cls is None:
+            alignment = getattr(args, "print_alignment", None)
+            seq_gen_cls = SummarizationGeneratorWithAlignment if alignment else SummarizationGenerator
             extra_gen_cls_kwargs = dict(extra_gen_cls_kwargs or {}, **self.generator_options(args))
+            if alignment:
+                extra_gen_cls_kwargs["print_alignment"] = alignment
         return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
                                        extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+
+    def say_search_options_do_not_apply(self, args):
+        ignored = ["--" + name.replace("_", "-") for name, value in self.generator_options(args).items() if value]
+        if ignored:
+            logger.info("--score-reference scores the reference as it is, without a search: %s do not apply",
+                        ", ".join(ignored))
 
     def generator_options(self, args):
         defaults = SummarizationConfig()  # a task config of an older checkpoint may lack the options
@@ -231,11 +245,17 @@ class SummarizationTask(TranslationTask):
 def log_means(names, count_key, logging_outputs, sum_key="_{}_sum") -> None:
     """Logs each ``name`` = 100 * (sum of its sums) / (sum of the counts).  Sums and counts are added over
     batches and workers first, so the figure is the mean over all documents, not a mean of means."""
-    count = sum(log.get(count_key, 0) for log in logging_outputs)
+    count = total(logging_outputs, count_key)
     if count == 0:
         return
     metrics.log_scalar(count_key, count)
     for name in names:
         key = sum_key.format(name)
-        metrics.log_scalar(key, sum(log.get(key, 0.0) for log in logging_outputs))
+        metrics.log_scalar(key, total(logging_outputs, key))
         metrics.log_derived(name, lambda meters, key=key: round(100 * meters[key].sum / meters[count_key].sum, 2))
+
+
+def total(logging_outputs, key) -> float:
+    """The sum of ``key`` over logging outputs, as a Python float: one worker hands reduce_metrics its numbers,
+    several hand it fairseq's all-reduced sums, 0-d tensors, on which the meters' ``round`` would fail."""
+    return float(sum(utils.item(log.get(key, 0)) for log in logging_outputs))
