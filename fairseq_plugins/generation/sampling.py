@@ -93,6 +93,7 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
     active = torch.arange(rows, device=device)  # the rows still decoding, in the decoder's batch order
     prefix = torch.full((rows, 1), eos, dtype=torch.long, device=device)  # decoder input so far (starts with </s>)
     incremental_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
+    drawn = (~greedy).nonzero().squeeze(1)  # the sampling rows' positions in the decoder's batch
     for t in range(steps):
         net_output = model.decoder(prefix, encoder_out=encoder_out, incremental_state=incremental_state)
         probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
@@ -102,10 +103,9 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
         if bos != eos:
             allowed[:, bos] = 0.0
         dead = bad | ~(allowed.sum(dim=1) > 0)  # R': nothing left to choose from
-        allowed[dead, eos] = 1.0
+        allowed[:, eos].masked_fill_(dead, 1.0)
         choice = allowed.argmax(dim=1)  # R'
-        drawn = ~greedy[active]  # R'
-        if bool(drawn.any()):
+        if drawn.numel():
             choice[drawn] = draw(allowed[drawn], generator)
         chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
         tokens[active, t] = choice
@@ -113,12 +113,14 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
         lengths[active] = t + 1
         nonfinite[active] |= bad
         done = choice.eq(eos) | (t + 1 >= max_len[active])  # R'
-        if bool(done.all()):
+        finished = int(done.sum())  # the loop's one wait for the device per step: stop, or shrink the batch
+        if finished == done.numel():
             break
         prefix = torch.cat([prefix, choice.unsqueeze(1)], dim=1)  # R' x (t+2)
-        if bool(done.any()):  # finished rows leave the batch
+        if finished:  # finished rows leave the batch
             keep = (~done).nonzero().squeeze(1)  # R''
             active, prefix = active[keep], prefix[keep]
+            drawn = (~greedy[active]).nonzero().squeeze(1)
             encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
             model.decoder.reorder_incremental_state_scripting(incremental_state, keep)
     width = int(lengths.max()) if rows else 0

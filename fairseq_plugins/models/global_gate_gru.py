@@ -238,7 +238,7 @@ class GlobalGateDecoder(StepStateDecoder):
         B x T x C (c_t) and the attention B x T x S (alpha_t)."""
         state = self.load_state(encoder_out, incremental_state)
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
-        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (None without padding)
+        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (True at padding)
 
         embedded = self.dropout_in(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
         hidden, context = state["hidden"], state["context"]  # B x H (s_{t-1}), B x C (c_{t-1})

@@ -286,7 +286,7 @@ class PGNDecoder(StepStateDecoder):
         fed-back vectors, LSTM inputs x_t, attention a^t and coverage c^t (the last two B x T x S)."""
         state = self.load_state(encoder_out, incremental_state)
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
-        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (None without padding)
+        values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (True at padding)
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
         if self.feeds_back:
             steps, state = self.run_steps(embedded, state, values, padding_mask)

@@ -5,12 +5,15 @@ toolkit's models have always been: embeddings N(0, 1/dim) with a zero padding ro
 with zero bias, recurrent layers uniform in [-0.1, 0.1].  ``build_embeddings`` builds a model's encoder and
 decoder embeddings from the options ``add_embedding_args`` declares, with the ``--share-all-embeddings`` check.
 """
+import logging
 from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 
 from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
+
+logger = logging.getLogger(__name__)
 
 RNN_INIT_BOUND = 0.1  # recurrent weights and biases ~ U(-0.1, 0.1)
 
@@ -82,12 +85,26 @@ def EmbeddingNorm(embed_dim: int, enabled: bool) -> nn.Module:
 
 
 def flush_denormals() -> None:
-    """Treat subnormal floats as zero on the CPU (FTZ/DAZ).
+    """Treat subnormal floats as zero on the CPU (FTZ/DAZ), for the whole process; every model's
+    ``build_model`` calls it, so it also holds in a process that only loads a model (the hub, fairseq-generate).
 
-    Attention weights far from the focus underflow into the subnormal range (below 1e-38), and every CPU
+    Why: attention weights far from the focus underflow into the subnormal range (below 1e-38), and every CPU
     operation touching them, including the coverage vector that sums them, then runs 10-20x slower: a
-    validation pass measured 72 s instead of 6 s.  Rounding them to zero changes no result that matters."""
-    torch.set_flush_denormal(True)
+    validation pass measured 72 s instead of 6 s.  Rounding them to zero changes no result that matters.
+
+    Which way: process-wide, not scoped to the model's calls, because decoding (the hub's use) needs it as much
+    as training, and the subnormal attention weights and coverage also reach code outside the model's forward
+    pass (criterions, the beam search's scores, metrics).  It is logged when it changes the process's setting; ``torch.set_flush_denormal(False)`` after building turns it off again.  torch
+    sets it on the calling thread only: with several intra-op threads, the other threads' share of an operation
+    still computes with subnormals (a run with OMP_NUM_THREADS=1, as the experiment scripts use, gets it all)."""
+    if not denormals_flushed() and torch.set_flush_denormal(True):
+        logger.info("flush-to-zero on for this process: subnormal floats (< 1e-38) count as 0 on the CPU "
+                    "(modules/factories.py; torch.set_flush_denormal(False) turns it off)")
+
+
+def denormals_flushed() -> bool:
+    """Whether this thread already flushes subnormals: a subnormal times 1 comes out as 0."""
+    return (torch.tensor(1e-39) * 1.0).item() == 0.0
 
 
 def add_embedding_args(parser, pretrained: bool = False) -> None:

@@ -79,11 +79,13 @@ class StepStateDecoder(FairseqIncrementalDecoder):
 
 def attention_memory(encoder_out: Dict[str, Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
     """What every decoder step attends to: ``encoder_out["outputs"]`` (B x S x C) behind one gradient buffer for
-    all steps (modules/step_gradient.py), and ``encoder_out["padding_mask"]`` (B x S), None when nothing is
-    padded (the attention then skips masking)."""
+    all steps (modules/step_gradient.py), and ``encoder_out["padding_mask"]`` (B x S, True at padding).
+
+    The mask is returned even when nothing is padded: masking with an all-False mask changes no bit, while
+    asking whether anything is padded (``padding_mask.any()`` in Python) would wait for the GPU at every
+    decoding step; on the CPU the masking costs about what that test did."""
     values = share_across_steps(encoder_out["outputs"])  # B x S x C
-    padding_mask = encoder_out["padding_mask"]  # B x S
-    return values, (padding_mask if padding_mask.any() else None)
+    return values, encoder_out["padding_mask"]  # B x S x C, B x S
 
 
 def stack_steps(steps: Dict[str, List[Tensor]]) -> Dict[str, Tensor]:

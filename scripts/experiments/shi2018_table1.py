@@ -19,10 +19,17 @@ same fairseq training time (--stop-time-hours), validating every 150
 updates with greedy summaries (accuracy, eq 17, on jieba words); the best-accuracy checkpoint then summarizes
 the test set (beam 5).  Writes WORK/table1.md (accuracy; NLPCC-style ROUGE-2/-4/-SU4; ROUGE-1/2/L, all
 official ROUGE-1.5.5 F1 on characters mapped to ids) and WORK/accuracy_curves.png (like the paper's Fig. 6).
+
+Run again over the same WORK, a row is reused only when WORK/rowN/train_command.json (its train.sh command line,
+budget included, the word2vec path and the text of its configs) is what this run would train; an interrupted
+row with the same record resumes from its checkpoint_last.pt and adds to WORK/rowN.train.log, so its curve and
+best accuracy cover the whole training; any other row is trained from scratch (said on stderr and in the log).
 """
 import argparse
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,15 +46,26 @@ ROWS = {
     7: "(ours) row 6 with lambda scaled by alpha (0.25)",
 }
 VALID_LINE = re.compile(r"valid on 'valid' subset .*\| accuracy ([\d.]+) .*\| num_updates (\d+)")
+SOURCED = re.compile(r"^\s*source\s.*?([\w.-]+\.conf)\W*$", re.M)  # a config sourcing another one
+RECORD = "train_command.json"  # beside the model: what it was trained with
 
 
 def run(cmd, log=None, env=None):
+    """Runs ``cmd``; with ``log``, its output is appended there (a resumed training adds to its curve)."""
     print("+", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
     if log is None:
         subprocess.run(cmd, check=True, env=env)
         return
-    with open(log, "w", encoding="utf-8") as out:
+    with open(log, "a", encoding="utf-8") as out:
+        print("+", " ".join(map(str, cmd)), file=out, flush=True)
         subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def say(message: str, log: Path, mode: str = "a") -> None:
+    """``message`` on stderr and in the training log (``mode`` "w" starts the log anew)."""
+    print(message, file=sys.stderr, flush=True)
+    with open(log, mode, encoding="utf-8") as out:
+        print(message, file=out)
 
 
 def prepare(work: Path):
@@ -72,17 +90,76 @@ def prepare(work: Path):
     return data, w2v
 
 
-def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget: list):
-    model, env = work / f"row{row}", dict(os.environ, W2V=str(w2v))
+def config_texts(config: str) -> dict:
+    """The text of configs/CONFIG.conf and of every config it sources, by file name."""
+    texts, todo = {}, [f"{config}.conf"]
+    while todo:
+        name = todo.pop()
+        if name not in texts:
+            texts[name] = (ROOT / "configs" / name).read_text(encoding="utf-8")
+            todo += SOURCED.findall(texts[name])
+    return texts
+
+
+def recorded_command(model: Path):
+    """What MODEL/train_command.json says the model was trained with; None without a (readable) record."""
+    try:
+        return json.loads((model / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def train(row: int, work: Path, data: Path, w2v: Path, budget: list) -> list:
+    """Trains row ROW, or resumes it, or reuses it; returns its validation curve, [(updates, accuracy)].
+
+    The row's full training command, with the text of its configs and the word2vec file, is recorded next to
+    the model.  A finished row is reused, and an interrupted one resumed (from checkpoint_last.pt, its log
+    appended to), only when that record is the same; otherwise, e.g. with another budget, the row is trained
+    from scratch, since resuming would mix two trainings in one model and one curve."""
+    model, log = work / f"row{row}", work / f"row{row}.train.log"
     config = f"shi2018_lcsts_row{row}"
-    if not (model / "done").exists():
-        run([str(ROOT / "train.sh"), "-c", config, str(data), str(model), *budget],
-            log=work / f"row{row}.train.log", env=env)
-        (model / "done").touch()
+    cmd = [str(ROOT / "train.sh"), "-c", config, str(data), str(model), *budget]
+    wanted = {"command": cmd, "W2V": str(w2v), "configs": config_texts(config)}
+    if not start(row, model, log, wanted):
+        return read_curve(log)
+    run(cmd, log=log, env=dict(os.environ, W2V=str(w2v)))
+    (model / "done").touch()
+    return read_curve(log)
+
+
+def start(row: int, model: Path, log: Path, wanted: dict) -> bool:
+    """Gets MODEL ready for the training ``wanted`` records and says which way it goes: False when a finished
+    model has the same record (reuse it), else True, with MODEL and LOG removed unless the record is the same
+    (then train.sh resumes), and the record written."""
+    recorded = recorded_command(model)
+    if recorded == wanted and (model / "done").exists():
+        print(f"row {row}: reusing {model} (trained with the same command and configs)", file=sys.stderr)
+        return False
+    if recorded != wanted and (model.exists() or log.exists()):
+        why = "no record of its training command" if recorded is None else "trained with another command or configs"
+        say(f"row {row}: {model}: {why}: training from scratch", log, mode="w")
+        shutil.rmtree(model, ignore_errors=True)
+    elif model.exists():
+        say(f"row {row}: resuming the interrupted training in {model}", log)
+    model.mkdir(parents=True, exist_ok=True)
+    (model / RECORD).write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
+    return True
+
+
+def read_curve(log: Path) -> list:
+    """[(updates, accuracy)] of every validation in the log, in update order; an update validated twice (a
+    resumed run repeating the steps after its last checkpoint) keeps its latest value."""
+    points = {int(n): float(acc) for acc, n in VALID_LINE.findall(log.read_text(encoding="utf-8"))}
+    return sorted(points.items())
+
+
+def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget: list):
+    """(the row's test-set summaries, its validation curve): ``train``, then the best checkpoint summarizes."""
+    curve = train(row, work, data, w2v, budget)
     hyps = work / f"row{row}.test.txt"
-    run([str(ROOT / "generate.sh"), "-c", config, "--split", "test", "--output", str(hyps), str(data), str(model)],
-        env=env)
-    curve = [(int(n), float(acc)) for acc, n in VALID_LINE.findall((work / f"row{row}.train.log").read_text())]
+    config = f"shi2018_lcsts_row{row}"
+    run([str(ROOT / "generate.sh"), "-c", config, "--split", "test", "--output", str(hyps), str(data),
+         str(work / f"row{row}")], env=dict(os.environ, W2V=str(w2v)))
     return hyps, curve
 
 
