@@ -549,3 +549,27 @@ def test_the_rl_config_fine_tunes_an_ml_model_through_train_sh(data, ml_checkpoi
     again = run([*args, "--max-update", "3"])  # the same command again: resumes the RL run, not the ML model
     assert "loading pretrained model from" not in again.stdout + again.stderr
     assert [u["num_updates"] for u in logged_updates(again.stdout + again.stderr)] == [3]
+
+
+def test_a_fine_tuning_run_gets_its_own_time_budget(data, ml_checkpoint, tmp_path):
+    """Issue 21 point 2: a parent checkpoint that recorded 10 hours of training does not use up the child's
+    --stop-time-hours: the fine-tuning run trains all its updates, and the log says which time it counts; a
+    resumed run continues from its own recorded time."""
+    import torch
+
+    parent = tmp_path / "parent.pt"
+    state = torch.load(ml_checkpoint("pgn_lstm_small"), map_location="cpu", weights_only=False)
+    state["extra_state"]["previous_training_time"] = 10 * 3600.0
+    torch.save(state, parent)
+    child = tmp_path / "child"
+    args = ["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
+            "--arch", "pgn_lstm_small", *FAST, "--criterion", "focal_copy_coverage", "--lr", "0.001",
+            "--disable-validation", "--save-dir", child, "--finetune-from-model", parent, "--stop-time-hours", "0.5"]
+    first = run([*args, "--max-update", "3"])
+    log = first.stdout + first.stderr
+    assert [u["num_updates"] for u in logged_updates(log)] == [1, 2, 3], log[-3000:]
+    assert re.search(r"training time counts from 0 in this run .* the 10\.000 h recorded in .*parent\.pt", log)
+    again = run([*args, "--max-update", "4"])  # resumes the child from its own checkpoint_last.pt
+    log = again.stdout + again.stderr
+    assert [u["num_updates"] for u in logged_updates(log)] == [4], log[-3000:]
+    assert re.search(r"training time continues from the 0\.0\d\d h recorded in .*checkpoint_last\.pt", log), log[-3000:]

@@ -28,6 +28,10 @@ not a multiple of ``--required-batch-size-multiple`` (default 8): validation los
 of 1, so every document is trained on, validated and summarized.  Everything else is
 ``--task translation``: ``-s src -t tgt``, a joined dictionary with the OOV markers of summ-prepare.
 
+Fine-tuning (``--finetune-from-model``, or ``--reset-meters``): training time counts from 0, so
+``--stop-time-hours`` is the fine-tuning run's own budget, not what is left of its parent's
+(fairseq_plugins/training_time.py); the log says which time is counted.
+
 Non-finite losses (``--criterion focal_copy_coverage --on-nonfinite``): ``train_step`` tells the criterion which
 update it computes, so its error or warning names it.  When the criterion reports a skipped batch, this task
 does not call the optimizer for that update (``optimizer_step``): the parameters and the optimizer state are
@@ -89,6 +93,7 @@ class SummarizationConfig(TranslationConfig):
 @register_task("summarization", dataclass=SummarizationConfig)
 class SummarizationTask(TranslationTask):
     skips_nonfinite_updates = True  # focal_copy_coverage --on-nonfinite skip relies on optimizer_step below
+    counts_own_training_time = True  # a fine-tuning run's --stop-time-hours starts at 0 (training_time.py)
     _skip_update = None  # update_num (as fairseq passes it) whose optimizer step must not run
     _may_skip = False  # the criterion skips non-finite batches (then workers agree on every update)
     _current_split = None  # the split whose batches are being iterated (set by get_batch_iterator)
