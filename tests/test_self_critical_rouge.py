@@ -207,6 +207,34 @@ def test_dropout_is_off_while_sampling_and_scoring_unless_asked():
     assert not torch.allclose(noisy, scored, atol=1e-3)
 
 
+@pytest.mark.parametrize("build", [tiny_model, tiny_gru])
+def test_one_shared_encoder_pass_scores_y_s_with_the_probabilities_it_was_sampled_with(build):
+    """Issue 21 point 3: the encoder runs once per update and its output serves the decode, the ML pass and the
+    pass over y^s; with dropout in the model (off while sampling and scoring), y^s is still differentiated
+    under exactly the distribution it was sampled from, and the gradient reaches the encoder."""
+    torch.manual_seed(4)
+    model = build(DICT, dropout=0.5).train()
+    scr = criterion()
+    calls, seen = [], {}
+    encoder_forward = model.encoder.forward
+    model.encoder.forward = lambda *args, **kwargs: calls.append(1) or encoder_forward(*args, **kwargs)
+    score_sample = scr.score_sample
+
+    def spy(model, sample, sampled, encoder_out=None):
+        seen.update(shared=encoder_out is not None, sampled=sampled)
+        seen["log_p"], net_output = score_sample(model, sample, sampled, encoder_out)
+        return seen["log_p"], net_output
+
+    scr.score_sample = spy
+    loss, _, _ = scr(model, batch())
+    assert len(calls) == 1 and seen["shared"]  # one encoder pass for the whole update
+    sampled = seen["sampled"]
+    decoded = torch.arange(sampled.tokens.size(1)).unsqueeze(0) < sampled.lengths.unsqueeze(1)
+    torch.testing.assert_close(seen["log_p"].detach(), sampled.log_probs * decoded, atol=1e-5, rtol=1e-5)
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters() if p.requires_grad)
+
+
 def test_a_sampled_marker_round_trips_to_the_source_word(tmp_path, caplog):
     """A pointer model that only copies (p_gen = 0): the sample is made of the source's marker, which is fed
     back and scored as that document's marker, and the logged sample text shows the word behind it."""
@@ -281,7 +309,7 @@ def test_gamma_zero_is_focal_copy_coverage(model, loss_average):
 
 def inject(scr, sampled_rows, greedy_rows):
     """The seam: the criterion decodes these summaries instead of its own."""
-    scr.decode = lambda model, sample: (run_of(sampled_rows), run_of(greedy_rows))
+    scr.decode = lambda model, sample, encoder_out=None: (run_of(sampled_rows), run_of(greedy_rows))
     return scr
 
 
@@ -436,7 +464,7 @@ def test_a_non_finite_distribution_while_decoding_is_a_non_finite_batch():
     sampled = run_of([[A, EOS], [B, EOS]])
     sampled.nonfinite[1] = True
     scr = criterion()
-    scr.decode = lambda model, sample: (sampled, run_of([[A, EOS], [B, EOS]]))
+    scr.decode = lambda model, sample, encoder_out=None: (sampled, run_of([[A, EOS], [B, EOS]]))
     with pytest.raises(NonFiniteLossError, match=r"nonfinite_decode_rows=1"):
         scr(model, batch())
     # and the sampler reports it: a model whose distribution is NaN ends every row at once, flagged

@@ -267,7 +267,7 @@ def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
                                          loss_average="sequence", on_nonfinite="stop", rl_gamma=1.0,
                                          cohesion_lambda=cohesion_lambda)
         rl = SelfCriticalCohesionCriterion(Task(), cfg)
-        rl.decode = lambda model, sample: (sampled, greedy)
+        rl.decode = lambda model, sample, encoder_out=None: (sampled, greedy)
         return rl(model, batch)
 
     loss, size, logging_output = loss_with(0.5)
@@ -302,7 +302,7 @@ def test_paper_mix_gradient_is_gamma_grad_l_rl_plus_one_minus_gamma_grad_summed_
                                                                               cohesion_lambda=cohesion_lambda))
     else:  # self_critical_rouge
         rl = SelfCriticalRougeCriterion(Task(), SelfCriticalRougeConfig(**options))
-    rl.decode = lambda model, sample: (sampled, greedy)
+    rl.decode = lambda model, sample, encoder_out=None: (sampled, greedy)
     loss, sample_size, _ = rl(model, batch)
     assert sample_size == 2
     got = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)

@@ -18,16 +18,23 @@ padding are not counted, a marker matches itself (the same word of the same docu
 nothing.
 
 How one batch is computed (the same code for every architecture; nothing model-specific):
+  0. the encoder runs once, with gradient (``encode``); the three steps that read the source share its output;
   1. y^s and y^g are decoded together, 2B rows, without gradient, through fairseq's incremental decoding
-     (generation/sampling.py); up to ``--rl-max-len-a`` * source length + ``--rl-max-len-b`` tokens;
+     (generation/sampling.py) from that encoder output; up to ``--rl-max-len-a`` * source length +
+     ``--rl-max-len-b`` tokens;
   2. both are rewarded in one batched call;
-  3. the ML part runs its own teacher-forced pass on the reference (``ml_loss``);
-  4. y^s is scored with one ordinary teacher-forced pass, model(src, prev_output_tokens built from y^s), and
+  3. the ML part runs its own teacher-forced decoder pass on the reference (``ml_loss``);
+  4. y^s is scored with one ordinary teacher-forced decoder pass (prev_output_tokens built from y^s), and
      ``model.get_target_probs`` gives p(y^s_t | y^s_<t, x) with gradient.  This equals the probability it was
-     sampled with, because incremental decoding equals the full forward pass.  A subclass may add a per-summary
-     term of y^s computed from that same pass to L_rl (``sample_penalty``; self_critical_cohesion's L_SEM).
-Dropout: by default (``--rl-dropout`` off) steps 1 and 4 run with dropout off, so the distribution sampled
-from and the one differentiated are the same network; the ML part keeps the model's dropout.
+     sampled with, because incremental decoding equals the full forward pass and both read the same encoder
+     output.  A subclass may add a per-summary term of y^s computed from that same pass to L_rl
+     (``sample_penalty``; self_critical_cohesion's L_SEM).
+  The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
+  ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
+Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so the
+distribution sampled from and the one differentiated are the same network; the ML part's decoder pass keeps the
+model's dropout (its encoder, shared, has none: the price of running it once; before issue 21 the ML part ran
+an encoder pass of its own, with dropout, and one update cost 2.65-3.39x an ML update).
 
 The mix of eq 16 (``--rl-mix``).
   ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
@@ -71,9 +78,9 @@ terms (nll_loss, ppl, focal, coverage, p_gen).  In validation the same is comput
 best checkpoint by ``--best-checkpoint-metric reward_greedy --maximize-best-checkpoint-metric``.
 ``--rl-log-samples N`` logs, every N updates, the first document's y^s, y^g and reference as text, a copied OOV
 marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
-``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends decoding (t_decode), rewarding
-(t_reward), in the ML forward pass (t_ml) and in the sample's forward pass (t_rl); backward is outside the
-criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code); a
+``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends in the encoder (t_encode), decoding
+(t_decode), rewarding (t_reward), in the ML decoder pass (t_ml) and in the sample's decoder pass (t_rl);
+backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code); a
 decode that met a non-finite distribution counts as a non-finite loss.
 """
 import contextlib
@@ -89,6 +96,7 @@ from torch import Tensor
 
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.models import FairseqEncoderDecoderModel
 from fairseq.dataclass import ChoiceEnum
 
 from fairseq_plugins.criterions.focal_copy_coverage import (
@@ -97,7 +105,7 @@ from fairseq_plugins.criterions.focal_copy_coverage import (
     NonFinitePolicy,
     target_log_probs,
 )
-from fairseq_plugins.generation.sampling import FreeRun, sample_and_greedy, teacher_forcing_input
+from fairseq_plugins.generation.sampling import FreeRun, encoder_input, sample_and_greedy, teacher_forcing_input
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
 from fairseq_plugins.text.markers import marker_index
 
@@ -146,7 +154,7 @@ class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
                                         "samples (default: DATA/../tok/train.oov)"})
     rl_timing: bool = field(
         default=False, metadata={"help": "log seconds per update spent decoding, rewarding and in the forward "
-                                         "passes (t_decode, t_reward, t_ml, t_rl)"})
+                                         "passes (t_encode, t_decode, t_reward, t_ml, t_rl)"})
 
 
 class PhaseTimer:
@@ -173,6 +181,19 @@ class Overridden:
     def __getattr__(self, name):
         values = self.__dict__.get("_values", {})
         return values[name] if name in values else getattr(self.__dict__["_cfg"], name)
+
+
+def shares_encoder(model) -> bool:
+    """Is the model's forward ``decoder(prev, encoder_out=encoder(src))``, so one encoder pass can serve the
+    decode and both teacher-forced passes?  (fairseq's encoder-decoder models and every model of the project.)"""
+    return isinstance(model, FairseqEncoderDecoderModel) and type(model).forward is FairseqEncoderDecoderModel.forward
+
+
+def forward(model, net_input, prev_output_tokens: Tensor, encoder_out=None):
+    """The model's teacher-forced output for ``prev_output_tokens``, from ``encoder_out`` when given."""
+    if encoder_out is None:
+        return model(**dict(net_input, prev_output_tokens=prev_output_tokens))
+    return model.decoder(prev_output_tokens, encoder_out=encoder_out)
 
 
 @contextlib.contextmanager
@@ -282,14 +303,16 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         timer = PhaseTimer(self.cfg.rl_timing)
         target = sample["target"]  # B x R
+        with timer("encode"):
+            encoder_out = self.encode(model, sample)  # with gradient, shared by the three passes below
         with timer("decode"):
-            sampled, greedy = self.decode(model, sample)
+            sampled, greedy = self.decode(model, sample, encoder_out)
         with timer("reward"):
             factor, reward_s, reward_g = self.reward_factors(sampled, greedy, target)  # B x T, B, B
         with timer("ml"):
-            ml_loss, sample_size, ml_terms = self.ml_loss(model, sample)
+            ml_loss, sample_size, ml_terms = self.ml_loss(model, sample, encoder_out)
         with timer("rl"):
-            log_p, net_output = self.score_sample(model, sample, sampled)  # B x T, 0 after each sample's end
+            log_p, net_output = self.score_sample(model, sample, sampled, encoder_out)  # B x T, 0 after the end
             rl_sum = (factor.to(log_p.dtype) * log_p).sum()  # eq 15, summed over the batch
             penalty, penalty_terms = self.sample_penalty(model, net_output, sampled)
             rl_sum = rl_sum + penalty  # a subclass's per-summary term of y^s (0 here)
@@ -315,10 +338,21 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
             self.maybe_log_sample(sample, sampled, greedy, reward_s, reward_g)
         return loss, sample_size, logging_output
 
-    def decode(self, model, sample) -> Tuple[FreeRun, FreeRun]:
-        """y^s and y^g of every document, without gradient (dropout off unless --rl-dropout)."""
+    def encode(self, model, sample):
+        """The batch's encoder output, with gradient, computed once per update (dropout off unless
+        --rl-dropout); None for a model whose forward is not ``decoder(encoder(...))``, which then runs its
+        own passes."""
+        if not shares_encoder(model):
+            return None
+        with dropout_off(model.encoder, not self.cfg.rl_dropout):
+            return model.encoder(**encoder_input(sample["net_input"]))
+
+    def decode(self, model, sample, encoder_out=None) -> Tuple[FreeRun, FreeRun]:
+        """y^s and y^g of every document, without gradient (dropout off unless --rl-dropout), from
+        ``encoder_out`` when given."""
         with dropout_off(model, not self.cfg.rl_dropout):
-            return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample))
+            return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
+                                     encoder_out=encoder_out)
 
     def max_lengths(self, model, sample) -> Tensor:
         """B: a * source length + b tokens per document, at least 1, at most the decoder's positions."""
@@ -356,21 +390,22 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
     def padded(self, tokens: Tensor, width: int) -> Tensor:
         return torch.cat([tokens, tokens.new_full((tokens.size(0), width - tokens.size(1)), self.pad)], dim=1)
 
-    def ml_loss(self, model, sample):
+    def ml_loss(self, model, sample, encoder_out=None):
         """The ML part on the reference: (loss summed over the batch, sample size, term sums)."""
-        return self.ml.compute_loss(model, sample, model(**sample["net_input"]))
+        prev = sample["net_input"]["prev_output_tokens"]
+        return self.ml.compute_loss(model, sample, forward(model, sample["net_input"], prev, encoder_out))
 
-    def sample_log_probs(self, model, sample, sampled: FreeRun) -> Tensor:
+    def sample_log_probs(self, model, sample, sampled: FreeRun, encoder_out=None) -> Tensor:
         """log p(y^s_t | y^s_<t, x) with gradient, from one teacher-forced pass over y^s: B x T, 0 after each
         sample's last decoded token (its </s> included)."""
-        return self.score_sample(model, sample, sampled)[0]
+        return self.score_sample(model, sample, sampled, encoder_out)[0]
 
-    def score_sample(self, model, sample, sampled: FreeRun):
+    def score_sample(self, model, sample, sampled: FreeRun, encoder_out=None):
         """``sample_log_probs`` and the teacher-forced net_output over y^s it comes from."""
         tokens = sampled.tokens  # B x T
         prev = teacher_forcing_input(tokens, self.pad, self.eos)  # B x T
         with dropout_off(model, not self.cfg.rl_dropout):
-            net_output = model(**dict(sample["net_input"], prev_output_tokens=prev))
+            net_output = forward(model, sample["net_input"], prev, encoder_out)
             log_p = target_log_probs(model, net_output, tokens)  # B x T
         decoded = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0) < sampled.lengths.unsqueeze(1)
         return log_p * decoded, net_output
@@ -395,7 +430,7 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         }
         logging_output.update({name: value.data for name, value in ml_terms.items()})
         if self.cfg.rl_timing:
-            for phase in ("decode", "reward", "ml", "rl"):
+            for phase in ("encode", "decode", "reward", "ml", "rl"):
                 logging_output[f"t_{phase}"] = float(seconds.get(phase, 0.0))
         if self.logging_skips:
             logging_output["nonfinite_skipped"] = 0
@@ -412,7 +447,7 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         for key in ("reward_sample", "reward_greedy", "beat_baseline", "sample_len", "greedy_len"):
             metrics.log_scalar(key, total(key) / max(docs, 1), docs, round=4 if "len" not in key else 2)
         cls.ml_criterion_class.reduce_terms(logging_outputs)
-        for key in ("t_decode", "t_reward", "t_ml", "t_rl"):
+        for key in ("t_encode", "t_decode", "t_reward", "t_ml", "t_rl"):
             if any(key in log for log in logging_outputs):
                 metrics.log_scalar(key, total(key), 1, round=4)
         cls.reduce_nonfinite(logging_outputs)

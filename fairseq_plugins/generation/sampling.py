@@ -62,7 +62,8 @@ def encoder_input(net_input: Dict[str, Tensor]) -> Dict[str, Tensor]:
 
 @torch.no_grad()
 def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tensor,
-             source_rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> FreeRun:
+             source_rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
+             encoder_out=None) -> FreeRun:
     """Decode one summary per row without teacher forcing.
 
     Args:
@@ -74,12 +75,15 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
         source_rows: R, the source document of each row (default: row r decodes document r); e.g.
             ``arange(B).repeat(2)`` decodes every document twice from one encoder pass.
         generator: the random generator of the samples (default: torch's global one).
+        encoder_out: the batch's encoder output when the caller has it (e.g. with gradient, for its own
+            teacher-forced passes: decoding records none); default: the encoder runs here.
     Returns:
         a ``FreeRun`` of R rows.
     """
     dictionary = model.decoder.dictionary
     pad, eos, bos = dictionary.pad(), dictionary.eos(), dictionary.bos()
-    encoder_out = model.encoder(**encoder_input(net_input))
+    if encoder_out is None:
+        encoder_out = model.encoder(**encoder_input(net_input))
     if source_rows is not None:
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, source_rows)
     rows = greedy.size(0)
@@ -142,16 +146,17 @@ def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
 
 
 def sample_and_greedy(model, net_input: Dict[str, Tensor], max_len: Tensor,
-                      generator: Optional[torch.Generator] = None):
+                      generator: Optional[torch.Generator] = None, encoder_out=None):
     """y^s (a sample) and y^g (the greedy summary) of every document, decoded together as 2B rows from one
-    encoder pass.  ``max_len``: B.  Returns (FreeRun of the samples, FreeRun of the greedy summaries)."""
+    encoder pass (``encoder_out``, else computed here).  ``max_len``: B.  Returns (FreeRun of the samples,
+    FreeRun of the greedy summaries)."""
     bsz = max_len.size(0)
     device = max_len.device
     documents = torch.arange(bsz, device=device)
     greedy = torch.cat([torch.zeros(bsz, dtype=torch.bool, device=device),
                         torch.ones(bsz, dtype=torch.bool, device=device)])
     run = free_run(model, net_input, greedy, max_len.repeat(2), source_rows=documents.repeat(2),
-                   generator=generator)
+                   generator=generator, encoder_out=encoder_out)
     return run.select(documents), run.select(documents + bsz)
 
 
