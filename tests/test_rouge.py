@@ -1,4 +1,5 @@
-"""ROUGE: the official ROUGE-1.5.5 wrapper, the pure-Python copy of it, the fairseq scorer and the commands.
+"""ROUGE: the official ROUGE-1.5.5 wrapper, the pure-Python copy of it and the commands (the fairseq scorer
+``--scoring rouge``: test_fairseq_rouge_scorer.py).
 
 Data from ``../shared/data`` beside the repository (CI provides it; a missing folder fails, never skips).
 The CNN/DailyMail check runs the official script once per See et al. (2017) system on all 10,000 documents
@@ -391,32 +392,3 @@ def test_summ_rouge_command(tmp_path):
         assert float(row[rows[0].index("rouge-l-f")]) == pytest.approx(got["rougeL"].fmeasure, abs=1e-9)
     proc = run_cli("fairseq_plugins.scoring.rouge155", "--prepare")
     assert proc.returncode == 0 and "5930 entries" in proc.stdout
-
-
-# ---------------------------------------------------------------------------------------------------------
-# fairseq scorer
-# ---------------------------------------------------------------------------------------------------------
-def test_fairseq_scorer_registered_and_parsed():
-    import fairseq_plugins.scoring.rouge  # noqa: F401  (registers "rouge")
-    from fairseq import options, scoring
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    assert "rouge" in scoring.SCORER_REGISTRY
-    parser = options.get_generation_parser()
-    args = options.parse_args_and_arch(parser, ["data-bin", "--path", "model.pt", "--scoring", "rouge",
-                                                "--rouge-lang", "en", "--rouge-metric", "rouge1"])
-    scorer = scoring.build_scorer(convert_namespace_to_omegaconf(args).scoring, None)
-    refs = ["police arrested two children . <q> they were safe", "a b c d e"]
-    hyps = ["the police arrest a child .", "e d x"]
-    for r, h in zip(refs, hyps):
-        scorer.add_string(r, h)
-    python = rouge_python.RougeScorer().corpus_scores([rouge_python.split_sentences(r) for r in refs],
-                                                      [rouge_python.split_sentences(h) for h in hyps])
-    assert scorer.score() == pytest.approx(100 * python["rouge1"].fmeasure)
-    text = scorer.result_string()
-    r1, r2, rl = (float(x) for x in re.search(r"R-1 ([\d.]+) R-2 ([\d.]+) R-L ([\d.]+)", text).groups())
-    assert (r1, r2, rl) == pytest.approx((100 * python["rouge1"].fmeasure, 100 * python["rouge2"].fmeasure,
-                                          100 * python["rougeL"].fmeasure), abs=0.006)
-    default = scoring.build_scorer("rouge", None)
-    default.add_string(refs[1], hyps[1])
-    assert default.score() == pytest.approx(25.0)  # ROUGE-L F1 of ORDER_EXPECTED, in percent

@@ -48,7 +48,7 @@ def read_hypotheses(path):
     return hypos
 
 
-def _ranges(ids):
+def id_ranges(ids):
     """Compact text for a sorted id list: 3-5, 9, 12-13."""
     parts, start, prev = [], None, None
     for i in ids:
@@ -102,10 +102,10 @@ def restore(args):
     if missing or extra:
         msg = [f"{args.generate_output}: hypotheses must cover ids 0..{n_docs - 1} exactly ({n_docs} documents)"]
         if missing:
-            msg.append(f"missing {len(missing)} ids: {_ranges(missing)} (did fairseq skip or drop inputs? "
+            msg.append(f"missing {len(missing)} ids: {id_ranges(missing)} (did fairseq skip or drop inputs? "
                        f"e.g. --required-batch-size-multiple, --skip-invalid-size-inputs-valid-test, --max-len-a/b)")
         if extra:
-            msg.append(f"{len(extra)} ids beyond the inputs: {_ranges(extra)}")
+            msg.append(f"{len(extra)} ids beyond the inputs: {id_ranges(extra)}")
         raise UserError("; ".join(msg))
     oov_lines = read_lines(args.oov) if args.oov is not None else None
     counts = {"restored": 0, "unmatched": 0, "empty": 0}
