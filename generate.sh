@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Summarize with beam search: a binarized split, or raw text through the same preprocessing.
 #
-#   generate.sh [-c CONFIG] [--split SPLIT | --input FILE|-] [--output FILE] [--checkpoint NAME]
-#               [--score] [--refs FILE] DATA_DIR SAVE_DIR [EXTRA fairseq-generate/interactive OPTIONS...]
+#   generate.sh [-c CONFIG [--force-config]] [--split SPLIT | --input FILE|-] [--output FILE]
+#               [--checkpoint NAME] [--score] [--refs FILE] DATA_DIR SAVE_DIR [EXTRA fairseq OPTIONS...]
 #
 #   --split SPLIT   summarize DATA_DIR's binarized split (default: test), with fairseq-generate
 #   --input FILE    summarize raw documents, one per line ('-' = stdin), with fairseq-interactive
 #   --output FILE   where the summaries go (default: stdout); exactly one line per input document, in order
 #   --checkpoint    checkpoint file in SAVE_DIR (default: checkpoint_best.pt)
 #   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE)
-# CONFIG (default: scitldr_small) sets GEN_ARGS (beam 5 etc.); extra options override them.
+# The model's own GEN_ARGS (recorded in SAVE_DIR/config.json when it was trained) set beam, lengths, blocking;
+# extra options override them.  -c CONFIG decodes with that config's GEN_ARGS instead, which is an error when
+# the model was trained with another config, unless --force-config.  A model directory without config.json
+# (trained before it existed) decodes with scitldr_small's GEN_ARGS, with a warning.
 # Copied OOV words are restored from the per-document marker files, then the text is detokenized.
 # Logs go to stderr; fairseq's raw output is kept in OUTPUT.fairseq.log when --output is given.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 
-config=scitldr_small split="" input="" output="" checkpoint=checkpoint_best.pt score=0 refs=""
+config="" force=0 split="" input="" output="" checkpoint=checkpoint_best.pt score=0 refs=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -c) config="${2:?-c needs a config}"; shift 2 ;;
+        --force-config) force=1; shift ;;
         --split) split="${2:?--split needs a name}"; shift 2 ;;
         --input) input="${2:?--input needs a file or -}"; shift 2 ;;
         --output) output="${2:?--output needs a file}"; shift 2 ;;
@@ -34,7 +38,8 @@ data="$1" save="$2"; shift 2
 [[ -n "$split$input" ]] || split=test
 [[ -f "$save/$checkpoint" ]] || die "checkpoint not found: $save/$checkpoint"
 [[ -f "$data/prep.json" ]] || die "$data/prep.json not found: run preprocess.sh first"
-load_config "$config"
+use_model_config "$save" "$config" "$force"
+step "Decoding with the GEN_ARGS of $CONFIG_NAME ($CONFIG_FILE): ${GEN_ARGS[*]}"
 use_venv
 
 work="$(mktemp -d)"

@@ -10,6 +10,7 @@
 #   ref/      the raw targets, for scoring
 #   bin/      fairseq binaries with a joined dictionary (input of fairseq-train / fairseq-generate)
 #   prep.json the preprocessing settings (reused to prepare raw text at generation time), sp.model if any
+#   config.json which config prepared it (train.sh defaults to it and checks a -c against its PREP_ARGS)
 # Extra options are passed to fairseq-preprocess (e.g. --workers 8).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
@@ -39,4 +40,5 @@ prefixes=(--trainpref "$data/tok/train")
 [[ " ${splits[*]} " == *" test "* ]] && prefixes+=(--testpref "$data/tok/test")
 fairseq-preprocess --source-lang src --target-lang tgt "${prefixes[@]}" --destdir "$data/bin" \
     --srcdict "$data/dict.txt" --joined-dictionary --workers 2 "$@"
-step "Done: train with  ./train.sh -c $config $data SAVE_DIR"
+record_config "$data" data "$@"
+step "Done: train with  ./train.sh $data SAVE_DIR  (config $CONFIG_NAME, recorded in $data/config.json)"

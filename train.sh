@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Train a model with fairseq-train and this project's plugins.
 #
-#   train.sh [-c CONFIG] DATA_DIR SAVE_DIR [EXTRA fairseq-train OPTIONS...]
+#   train.sh [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [EXTRA fairseq-train OPTIONS...]
 #
-# DATA_DIR is the output of preprocess.sh.  CONFIG (default: scitldr_small) sets TRAIN_ARGS; extra options
-# come after them, so they override (e.g. --max-update 50 --arch pgn_lstm_see2017).  SAVE_DIR receives the
-# checkpoints plus what generation needs to prepare raw text (prep.json, dict.txt, sp.model), so it is a
-# self-contained model directory.  Re-running the same command resumes from SAVE_DIR/checkpoint_last.pt
+# DATA_DIR is the output of preprocess.sh.  CONFIG sets TRAIN_ARGS; extra options come after them, so they
+# override (e.g. --max-update 50 --arch pgn_lstm_see2017).  Without -c: the config SAVE_DIR was trained with
+# (a resumed run), else the one DATA_DIR was prepared with (DATA_DIR/config.json), else scitldr_small.  A -c
+# whose PREP_ARGS differ from DATA_DIR's, or other than a resumed SAVE_DIR's, is an error (--force-config
+# allows it).  SAVE_DIR receives the checkpoints plus what generation needs to prepare raw text (prep.json,
+# dict.txt, sp.model) and config.json (the config, its resolved arrays and the extra options), so it is a
+# self-contained model directory: generate.sh and the hub API decode it with its own GEN_ARGS.
+# Re-running the same command resumes from SAVE_DIR/checkpoint_last.pt
 # (a checkpoint_last.pt truncated by a kill during fairseq's copy is first replaced by the newest complete
 # checkpoint).  The multi-process launchers (scripts/launch/, scripts/slurm/) share this preparation.
 #

@@ -21,8 +21,12 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
   3. map markers back to the document's words and detokenize as ``summ-restore`` does
      (``text.restore.restore_summary``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
-The default options are those of ``configs/scitldr_small.conf`` (beam 5, max_len_a 0, max_len_b 60,
-min_len 5, batch size 32).  Every input gets exactly one summary, in order, an empty document included.
+The default generation options are the model's own: the GEN_ARGS its config had when ``train.sh`` trained it
+(``model_dir/config.json``, fairseq_plugins/run_config.py; ``summarizer.generation``), which ``generate.sh``
+decodes it with too; fairseq's defaults fill what they leave out (max_len_b 200, min_len 1, batch size 32).
+A model directory without config.json (trained before it existed) gets ``configs/scitldr_small.conf``'s
+(beam 5, max_len_a 0, max_len_b 60, min_len 5, batch size 32), with a warning.  Keyword arguments override.
+Every input gets exactly one summary, in order, an empty document included.
 A text is one document: line breaks inside it are read as spaces (``generate.sh`` would split there).
 
 What the model cannot read is never lost silently: a document longer than prep.json's ``max_source_len`` loses
@@ -52,6 +56,7 @@ import numpy as np
 import torch
 
 import fairseq_plugins
+from fairseq_plugins import run_config
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
@@ -60,6 +65,11 @@ from fairseq_plugins.text.tokenization import Tokenizer
 # generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
 INTERACTIVE_BUFFER_SIZE = 64
 DEFAULT_BATCH_SIZE = 32
+# fairseq-interactive's defaults for what a config's GEN_ARGS leave out (generate.sh adds --batch-size 32)
+FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0,
+                      "batch_size": DEFAULT_BATCH_SIZE}
+# configs/scitldr_small.conf's GEN_ARGS: a model directory without config.json
+DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5)
 MAX_LISTED_DOCUMENTS = 5  # LossyInputError names this many documents, then counts the rest
 
 logger = logging.getLogger(__name__)
@@ -167,6 +177,37 @@ def model_device(model) -> torch.device:
     return torch.device("cpu") if param is None else param.device
 
 
+def generation_options(gen_args: Sequence[str]) -> Dict:
+    """The keyword arguments of ``summarize`` that a config's GEN_ARGS (fairseq options) set, over fairseq's
+    defaults; fairseq's ``--no-repeat-ngram-size N`` means ``block_ngram_repeat`` as in the summarization task.
+    Options the API has no use for (e.g. ``--print-alignment``) are logged and left out."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for option, kind in (("--beam", int), ("--max-len-a", float), ("--max-len-b", int), ("--min-len", int),
+                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int),
+                         ("--no-repeat-ngram-size", int), ("--block-ignore", str), ("--coverage-penalty", float),
+                         ("--unkpen", float)):
+        parser.add_argument(option, type=kind)
+    known, unused = parser.parse_known_args(list(gen_args))
+    options = {key: value for key, value in vars(known).items() if value is not None}
+    if "no_repeat_ngram_size" in options:
+        options.setdefault("block_ngram_repeat", options.pop("no_repeat_ngram_size"))
+    if unused:
+        logger.info("generation options of the model's config that the Python API does not use: %s",
+                    " ".join(unused))
+    return dict(FAIRSEQ_GENERATION, **options)
+
+
+def recorded_generation(model_dir) -> Dict:
+    """``generation_options`` of the GEN_ARGS recorded in ``model_dir/config.json``; scitldr_small's, with a
+    warning, for a model directory without one."""
+    record = run_config.read(model_dir)
+    if record is None:
+        logger.warning("%s records no config (trained before config.json existed): decoding with "
+                       "configs/scitldr_small.conf's generation options unless given", model_dir)
+        return dict(DEFAULT_GENERATION)
+    return generation_options(record["gen_args"])
+
+
 def _first_existing(*paths):
     for path in paths:
         if path is not None and os.path.isfile(path):
@@ -185,8 +226,10 @@ class Summarizer:
     moves the model there (None: it stays where it is).
     """
 
-    def __init__(self, model, task, settings: Dict, sp_model_path=None, vocab=None, device=None):
+    def __init__(self, model, task, settings: Dict, sp_model_path=None, vocab=None, device=None,
+                 generation: Optional[Dict] = None):
         fairseq_plugins.register()
+        self.generation = dict(generation or DEFAULT_GENERATION)  # summarize's defaults
         if device is not None:
             model = model.to(resolve_device(device))
         self.model = model.eval()
@@ -274,7 +317,8 @@ class Summarizer:
                 raise ValueError(f"{checkpoint} does not fit the dictionary {dict_path} ({len(dictionary)} "
                                  f"entries): {str(err)[:300]}") from None
             raise
-        return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab, device=device)
+        return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab, device=device,
+                   generation=recorded_generation(model_dir))
 
     # ------------------------------------------------------------------ preprocessing (summ-prepare --apply)
     def prepare(self, text: str):
@@ -311,8 +355,8 @@ class Summarizer:
         """The task's generator (for ``--task summarization`` the project's beam search, with n-gram blocking and
         the coverage penalty as ``generate.sh`` passes them: ``block_ngram_repeat=3`` is
         ``--block-ngram-repeat 3``); ``options`` are other fairseq generation options (``unkpen``,
-        ``sampling``...), named as attributes of fairseq's GenerationConfig.  Defaults are those of
-        generate.sh, never the options the model was trained with."""
+        ``sampling``...), named as attributes of fairseq's GenerationConfig.  ``summarize`` passes the model's
+        own options (``self.generation``); these defaults are fairseq's, as for ``generate.sh -c CONFIG``."""
         project = dict(block_ngram_repeat=block_ngram_repeat, block_ignore=block_ignore,
                        coverage_penalty=coverage_penalty)
         if not hasattr(self.task, "generator_options") and any(project.values()):
@@ -334,13 +378,16 @@ class Summarizer:
         )
         return [dataset.collater([dataset[i] for i in indices]) for indices in iterator.frozen_batches]
 
-    def _generate(self, texts: Sequence[str], batch_size: int, generator_options: Dict, strict: bool = False):
-        """[(Prepared, best hypothesis, generator)], one per text, in input order."""
+    def _generate(self, texts: Sequence[str], options: Dict, strict: bool = False):
+        """[(Prepared, best hypothesis, generator)], one per text, in input order; ``options`` over
+        ``self.generation``."""
         if isinstance(texts, str):
             raise TypeError("summarize() takes a list of documents, not a single string")
         from fairseq import utils
 
         texts = list(texts)
+        generator_options = dict(self.generation, **options)
+        batch_size = generator_options.pop("batch_size")
         generator = self.build_generator(**generator_options)
         prepared = self._prepare_all(texts, strict)
         max_positions = utils.resolve_max_positions(self.task.max_positions(), self.model.max_positions())
@@ -369,27 +416,21 @@ class Summarizer:
         counts = {"restored": 0, "unmatched": 0}
         return restore_summary(tokens, oov_words, self.settings["lang"], self.settings["unit"], False, counts)[1]
 
-    def summarize(self, texts: Sequence[str], beam: int = 5, max_len_a: float = 0, max_len_b: int = 60,
-                  min_len: int = 5, lenpen: float = 1.0, batch_size: int = DEFAULT_BATCH_SIZE,
-                  strict: bool = False, **generator_options) -> List[str]:
-        """One detokenized summary per raw document, in order (``generate.sh --input``'s output).  A document
-        the model cannot read whole is summarized from what it reads, with a logged warning; ``strict=True``
-        raises :class:`LossyInputError` instead, before generating anything."""
-        options = dict(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, lenpen=lenpen,
-                       **generator_options)
+    def summarize(self, texts: Sequence[str], strict: bool = False, **options) -> List[str]:
+        """One detokenized summary per raw document, in order (``generate.sh --input``'s output).  ``options``:
+        beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_ignore,
+        coverage_penalty and other fairseq generation options; the default of each is the model's own
+        (``self.generation``).  A document the model cannot read whole is summarized from what it reads, with a
+        logged warning; ``strict=True`` raises :class:`LossyInputError` instead, before generating anything."""
         return [self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words)
-                for prepared, hypo, generator in self._generate(texts, batch_size, options, strict)]
+                for prepared, hypo, generator in self._generate(texts, options, strict)]
 
-    def summarize_with_details(self, texts: Sequence[str], beam: int = 5, max_len_a: float = 0,
-                               max_len_b: int = 60, min_len: int = 5, lenpen: float = 1.0,
-                               batch_size: int = DEFAULT_BATCH_SIZE, strict: bool = False,
-                               **generator_options) -> List[SummaryDetails]:
+    def summarize_with_details(self, texts: Sequence[str], strict: bool = False,
+                               **options) -> List[SummaryDetails]:
         """Like :meth:`summarize`, with each summary's per-token attention, p_gen and coverage, and the counts
         of what the model did not read of its document (``input_report``)."""
-        options = dict(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len, lenpen=lenpen,
-                       **generator_options)
         details = []
-        for prepared, hypo, generator in self._generate(texts, batch_size, options, strict):
+        for prepared, hypo, generator in self._generate(texts, options, strict):
             marked, oov_words = prepared.marked, prepared.oov_words
             text = self._restore(self._hypothesis_tokens(hypo, generator), oov_words)
             forced = teacher_force(self.model, prepared.ids, hypo["tokens"])

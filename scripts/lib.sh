@@ -15,7 +15,11 @@ use_venv() {
     command -v fairseq-train >/dev/null || die "fairseq not found: run 'bash scripts/setup.sh' first"
 }
 
-# load_config FILE: a config is a bash file that sets PREP_ARGS, TRAIN_ARGS, GEN_ARGS (arrays).
+warn() { printf '%s: warning: %s\n' "$(basename "$0")" "$*" >&2; }
+DEFAULT_CONFIG=scitldr_small
+
+# load_config FILE: a config is a bash file that sets PREP_ARGS, TRAIN_ARGS, GEN_ARGS (arrays).  Sets
+# CONFIG_FILE and CONFIG_NAME (the file's name without .conf: what config.json records and compares).
 load_config() {
     local file="$1"
     [[ -f "$file" ]] || file="$ROOT/configs/$1"
@@ -24,5 +28,82 @@ load_config() {
     PREP_ARGS=() TRAIN_ARGS=() GEN_ARGS=()
     # shellcheck disable=SC1090
     source "$file"
-    CONFIG_FILE="$file"
+    CONFIG_FILE="$(cd "$(dirname "$file")" && pwd)/$(basename "$file")"
+    CONFIG_NAME="$(basename "$file" .conf)"
+}
+
+# The record of the config that made a data or model directory: DIR/config.json (fairseq_plugins/run_config.py).
+run_config() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.run_config "$@"; }
+
+# record_config DIR ROLE [EXTRA...]: DIR/config.json from the loaded config and the extra options.
+record_config() {
+    local dir="$1" role="$2"; shift 2
+    run_config write "$dir/config.json" "$CONFIG_NAME" "$CONFIG_FILE" "$role" \
+        "${#PREP_ARGS[@]}" "${PREP_ARGS[@]}" "${#TRAIN_ARGS[@]}" "${TRAIN_ARGS[@]}" \
+        "${#GEN_ARGS[@]}" "${GEN_ARGS[@]}" "$@" || die "cannot write $dir/config.json"
+}
+
+# recorded DIR KEY: a field of DIR/config.json (an array NUL-separated); nothing when DIR has no record.
+recorded() {
+    [[ -f "$1/config.json" ]] || return 0
+    run_config get "$1/config.json" "$2" || die "cannot read $1/config.json"
+}
+
+# load_recorded DIR: the config DIR/config.json names (its file, else configs/NAME.conf).
+load_recorded() {
+    local file
+    file="$(recorded "$1" file)"
+    if [[ -f "$file" ]]; then load_config "$file"; else load_config "$(recorded "$1" name)"; fi
+}
+
+# use_training_config DATA_DIR SAVE_DIR CONFIG FORCE: load the config to train with.  CONFIG empty: the one
+# SAVE_DIR was trained with (a resumed run), else the one DATA_DIR was prepared with, else the default.  An
+# explicit CONFIG must match SAVE_DIR's and prepare text as DATA_DIR's (PREP_ARGS), unless FORCE is 1.
+use_training_config() {
+    local data="$1" save="$2" config="$3" force="$4" saved prepared
+    saved="$(recorded "$save" name)" prepared="$(recorded "$data" name)"
+    if [[ -n "$config" ]]; then
+        load_config "$config"
+    elif [[ -n "$saved" ]]; then
+        load_recorded "$save"
+    elif [[ -n "$prepared" ]]; then
+        load_recorded "$data"
+    else
+        warn "$data records no config (prepared before config.json existed): using -c $DEFAULT_CONFIG"
+        load_config "$DEFAULT_CONFIG"
+    fi
+    [[ "$force" == 1 ]] && return 0
+    if [[ -n "$saved" && "$saved" != "$CONFIG_NAME" ]]; then
+        die "$save was trained with -c $saved: going on with -c $CONFIG_NAME would mix two configs in one run" \
+            "(leave -c out, use another SAVE_DIR, or give --force-config)"
+    fi
+    if [[ -n "$prepared" ]]; then
+        local data_prep=()
+        mapfile -d '' -t data_prep < <(recorded "$data" prep_args)
+        [[ "${data_prep[*]}" == "${PREP_ARGS[*]}" ]] || die "$data was prepared with -c $prepared" \
+            "(PREP_ARGS: ${data_prep[*]}), but -c $CONFIG_NAME prepares text differently (${PREP_ARGS[*]}):" \
+            "its model would not match the data (give --force-config to train on it anyway)"
+    fi
+}
+
+# use_model_config SAVE_DIR CONFIG FORCE: load the config to decode the model in SAVE_DIR with.  CONFIG empty:
+# the GEN_ARGS recorded when it was trained; an explicit CONFIG other than that one is an error unless FORCE is 1.
+use_model_config() {
+    local save="$1" config="$2" force="$3" trained
+    trained="$(recorded "$save" name)"
+    if [[ -n "$config" ]]; then
+        load_config "$config"
+        if [[ -n "$trained" && "$trained" != "$CONFIG_NAME" && "$force" != 1 ]]; then
+            die "$save was trained with -c $trained; -c $CONFIG_NAME would decode it with $CONFIG_NAME's" \
+                "GEN_ARGS (leave -c out to use the model's, or give --force-config)"
+        fi
+    elif [[ -n "$trained" ]]; then
+        PREP_ARGS=() TRAIN_ARGS=() GEN_ARGS=()
+        mapfile -d '' -t GEN_ARGS < <(recorded "$save" gen_args)
+        CONFIG_NAME="$trained" CONFIG_FILE="$save/config.json"
+    else
+        warn "$save records no config (trained before config.json existed): decoding with -c $DEFAULT_CONFIG's" \
+             "GEN_ARGS; give -c CONFIG if it was trained with another"
+        load_config "$DEFAULT_CONFIG"
+    fi
 }

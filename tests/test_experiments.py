@@ -21,7 +21,8 @@ class RecordingExperiment(Experiment):
             stdout.write_text('{"nll_bits": 3.25, "entropy": 2.0}\n')
             return 1.0
         self.commands.append([str(c) for c in cmd])
-        model = Path(cmd[4])
+        positional = [str(c) for c in cmd[3:] if str(c) != "--force-config"]  # after train.sh -c CONFIG
+        model = Path(positional[1])
         model.mkdir(parents=True, exist_ok=True)
         (model / "checkpoint_best.pt").write_bytes(b"new")
         (self.logs / log_name).write_text("num_updates=7, wps=100\nnum_updates=9, wps=120\n")
@@ -74,7 +75,9 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
         compare.train(exp, data, system, retrain=False)
         return len(exp.commands) - before
 
+    (data / "config.json").write_text('{"name": "cfg"}')
     assert trains(base) == 1 and trains(base) == 0
+    assert "--force-config" not in exp.commands[-1]  # the data's own config: train.sh checks it
     assert trains(("pgn", "cfg", ["--copy"], None, 5000)) == 1  # another budget
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # other options
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 0
@@ -83,6 +86,7 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     (data / "prep.json").write_text('{"settings": {"lang": "en"}}')
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # other data
     assert trains(("rl", "rl", [], "pgn", 3)) == 1 and trains(("rl", "rl", [], "pgn", 3)) == 0
+    assert exp.commands[-1][:4] == ["{}/train.sh".format(tmp_path / "root"), "-c", "rl", "--force-config"]
     assert trains(("pgn", "cfg", [], None, 5000)) == 1  # the parent changed ...
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # ... so its child is trained again
     (exp.work / "models" / "rl" / compare.RECORD).unlink()

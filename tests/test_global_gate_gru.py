@@ -461,7 +461,9 @@ def test_song2020_configs_train(csl_sp, config, embed_dim, paper_schedule):
     control and the CPU-scale config (lcsts_char's batches and fixed learning rate) run through train.sh; the
     ablation flags go through as extra options."""
     work, data = csl_sp
-    train = run(["./train.sh", "-c", config, data, work / config, "--max-update", "2", "--no-global-encoding"])
+    # --force-config: the LCSTS configs' models on the CSL sample (their own PREP_ARGS differ from its)
+    train = run(["./train.sh", "-c", config, "--force-config", data, work / config, "--max-update", "2",
+                 "--no-global-encoding"])
     log = train.stdout + train.stderr
     assert re.search(r"num_updates[ =]2\b", log), log[-2000:]
     assert f"Embedding({len((data / 'dict.txt').read_text(encoding='utf-8').splitlines()) + 4}, {embed_dim}" in log

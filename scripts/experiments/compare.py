@@ -128,6 +128,12 @@ def training_record(exp: Experiment, data: Path, system) -> dict:
     }
 
 
+def data_config(data: Path) -> Optional[str]:
+    """The config that prepared ``data`` (DATA/config.json), None when it records none."""
+    record = data / "config.json"
+    return json.loads(record.read_text(encoding="utf-8"))["name"] if record.is_file() else None
+
+
 def read_record(model: Path) -> Optional[dict]:
     record = model / RECORD
     return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
@@ -162,8 +168,11 @@ def train(exp: Experiment, data: Path, system, retrain: bool):
         start = []
         if parent is not None:
             start = ["--finetune-from-model", model_dir(exp, parent) / "checkpoint_best.pt"]
-        seconds = exp.run([ROOT / "train.sh", "-c", config, data, model, *extra, *start, "--max-update", updates],
-                          log_name)
+        # Systems of other configs train on --config's data by design (same data, other models): train.sh's check
+        # that a -c prepares text as the data's config did is left to this script's --config.
+        force = ["--force-config"] if config != data_config(data) else []
+        seconds = exp.run([ROOT / "train.sh", "-c", config, *force, data, model, *extra, *start,
+                           "--max-update", updates], log_name)
         (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         (model / "train_seconds").write_text(f"{seconds:.1f}\n")
     facts = train_facts(exp.logs / log_name)

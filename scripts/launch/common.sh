@@ -2,11 +2,12 @@
 # Shared by the multi-process launchers (scripts/launch/torchrun_train.sh, scripts/slurm/train.sbatch); sourced.
 # Needs ROOT (the repository) set; sources scripts/lib.sh.
 #
-#   prepare_training [-c CONFIG] DATA_DIR SAVE_DIR [fairseq-train options...]
+#   prepare_training [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [fairseq-train options...]
 #
 # does what train.sh does before it trains (same arguments, config and model directory), except the training
-# itself: it checks DATA_DIR, loads CONFIG (default: scitldr_small), puts the venv on PATH, creates SAVE_DIR
-# with prep.json/dict.txt/sp.model, repairs a truncated checkpoint_last.pt (checkpoint_guard.py), and sets
+# itself: it checks DATA_DIR, loads CONFIG (default: the one SAVE_DIR or else DATA_DIR records; scripts/lib.sh
+# use_training_config), puts the venv on PATH, creates SAVE_DIR with prep.json/dict.txt/sp.model and
+# config.json (the config it trains with), repairs a truncated checkpoint_last.pt (checkpoint_guard.py), and sets
 #   WORKER        the per-process script, scripts/launch/fairseq_worker.py
 #   WORKER_ARGS   its fairseq-train arguments: DATA_DIR/bin --user-dir ... --save-dir SAVE_DIR TRAIN_ARGS extra
 #   SAVE_DIR
@@ -16,17 +17,25 @@
 source "$ROOT/scripts/lib.sh"
 
 prepare_training() {
-    local config=scitldr_small data file
-    if [[ "${1:-}" == "-c" ]]; then config="${2:?-c needs a config}"; shift 2; fi
-    [[ $# -ge 2 ]] || die "usage: $(basename "$0") [-c CONFIG] DATA_DIR SAVE_DIR [fairseq-train options]"
+    local config="" force=0 data file
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            -c) config="${2:?-c needs a config}"; shift 2 ;;
+            --force-config) force=1; shift ;;
+            *) break ;;
+        esac
+    done
+    [[ $# -ge 2 ]] || die "usage: $(basename "$0") [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR" \
+        "[fairseq-train options]"
     data="$1" SAVE_DIR="$2"; shift 2
     [[ -f "$data/bin/dict.src.txt" ]] || die "$data/bin/dict.src.txt not found: run preprocess.sh first"
-    load_config "$config"
+    use_training_config "$data" "$SAVE_DIR" "$config" "$force"
     use_venv
     mkdir -p "$SAVE_DIR"
     for file in prep.json dict.txt sp.model; do
         if [[ -f "$data/$file" ]]; then cp "$data/$file" "$SAVE_DIR/$file"; fi
     done
+    record_config "$SAVE_DIR" model "$@"  # what generate.sh and the hub decode this model with
     # A kill during fairseq's copy to checkpoint_last.pt leaves it truncated: put the newest complete one back.
     python "$ROOT/scripts/launch/checkpoint_guard.py" "$SAVE_DIR" || die "cannot resume from $SAVE_DIR"
     WORKER="$ROOT/scripts/launch/fairseq_worker.py"

@@ -1,0 +1,108 @@
+"""A data and a model directory remember the config that made them (config.json, fairseq_plugins/run_config.py):
+train.sh and generate.sh default to it, the hub decodes with the model's GEN_ARGS, and an explicit -c that
+disagrees is an error unless --force-config (issue 25 part 1)."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import slice_corpus
+from fairseq_plugins import run_config
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--max-update", "2", "--max-tokens", "3000", "--disable-validation"]
+# scitldr_small's preprocessing and training, decoding of its own: what a model of this config must decode with
+CONFIG = """source "$ROOT/configs/scitldr_small.conf"
+GEN_ARGS=(--beam 2 --max-len-a 0 --max-len-b 7 --min-len 3 --block-ngram-repeat 3 --batch-size 4)
+"""
+
+
+def run(cmd, ok=True):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=600)
+    if ok and result.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Data prepared with -c terse (a config file outside configs/), a model trained without -c."""
+    work = tmp_path_factory.mktemp("run_config")
+    config = work / "terse.conf"
+    config.write_text(CONFIG, encoding="utf-8")
+    raw = slice_corpus("scitldr", work / "raw", (("train", 60), ("valid", 8), ("test", 5)))
+    data, model = work / "data", work / "model"
+    run(["./preprocess.sh", "-c", config, raw, data])
+    train = run(["./train.sh", data, model, *TINY])
+    return work, config, data, model, train.stdout + train.stderr
+
+
+def test_both_directories_record_the_config(made):
+    work, config, data, model, log = made
+    for directory, role in ((data, "data"), (model, "model")):
+        record = run_config.read(directory)
+        assert record["name"] == "terse" and record["role"] == role and record["file"] == str(config)
+        assert record["text"] == CONFIG
+        assert record["gen_args"] == CONFIG.split("GEN_ARGS=(")[1].split(")")[0].split()
+        assert record["prep_args"][:4] == ["--lang", "en", "--unit", "word"]
+    assert run_config.read(model)["extra_args"] == TINY
+    assert "Training (" + str(config) in log  # without -c, train.sh took the data's config
+
+
+def test_generate_without_c_decodes_with_the_models_gen_args(made):
+    work, config, data, model, _ = made
+    result = run(["./generate.sh", "--split", "test", "--checkpoint", "checkpoint_last.pt", data, model])
+    assert "Decoding with the GEN_ARGS of terse" in result.stderr
+    assert re.search(r"'beam': 2\b", result.stderr) and re.search(r"'max_len_b': 7\b", result.stderr)
+    assert re.search(r"'block_ngram_repeat': 3\b", result.stderr), result.stderr[-3000:]
+    summaries = result.stdout.splitlines()
+    assert len(summaries) == 5 and all(len(s.split()) <= 7 for s in summaries)
+
+
+def test_a_disagreeing_c_is_an_error_unless_forced(made):
+    work, config, data, model, _ = made
+    generate = ["./generate.sh", "-c", "scitldr_small", "--split", "test", "--checkpoint", "checkpoint_last.pt"]
+    refused = run([*generate, data, model], ok=False)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert f"{model} was trained with -c terse; -c scitldr_small would decode it" in refused.stderr
+    forced = run([generate[0], "--force-config", *generate[1:], data, model])
+    assert "GEN_ARGS of scitldr_small" in forced.stderr and re.search(r"'beam': 5\b", forced.stderr)
+    # train.sh: resuming the model with another config, or a config that prepares text differently
+    resumed = run(["./train.sh", "-c", "scitldr_small", data, model, *TINY], ok=False)
+    assert resumed.returncode == 1 and f"{model} was trained with -c terse" in resumed.stderr
+    other = run(["./train.sh", "-c", "lcsts_char", data, work / "other", *TINY], ok=False)
+    assert other.returncode == 1 and f"{data} was prepared with -c terse" in other.stderr
+    assert "-c lcsts_char prepares text differently" in other.stderr and not (work / "other").exists()
+
+
+def test_the_hub_decodes_with_the_models_gen_args(made):
+    from fairseq_plugins.hub import DEFAULT_GENERATION, Summarizer, generation_options
+
+    work, config, data, model, _ = made
+    summarizer = Summarizer.from_pretrained(model, checkpoint_file="checkpoint_last.pt", device="cpu")
+    assert summarizer.generation == dict(beam=2, max_len_a=0, max_len_b=7, min_len=3, lenpen=1.0, batch_size=4,
+                                         block_ngram_repeat=3)
+    assert all(len(s.split()) <= 7 for s in summarizer.summarize(["a short document about models ."] * 2))
+    assert generation_options(["--no-repeat-ngram-size", "2", "--print-alignment"])["block_ngram_repeat"] == 2
+    bare = work / "bare"  # a model directory from before config.json: scitldr_small's options
+    bare.mkdir()
+    for name in ("checkpoint_last.pt", "prep.json", "dict.txt"):
+        os.link(model / name, bare / name)
+    old = Summarizer.from_pretrained(bare, checkpoint_file="checkpoint_last.pt", device="cpu")
+    assert old.generation == DEFAULT_GENERATION and DEFAULT_GENERATION["max_len_b"] == 60
+
+
+def test_a_broken_record_is_named(tmp_path):
+    (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(run_config.RecordError, match=re.escape(str(tmp_path / "config.json"))):
+        run_config.read(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"name": "x"}), encoding="utf-8")
+    with pytest.raises(run_config.RecordError, match="without prep_args, train_args, gen_args, extra_args"):
+        run_config.read(tmp_path)
+    assert run_config.main(["get", str(tmp_path / "nope.json"), "name"]) == 2
