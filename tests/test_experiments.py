@@ -159,6 +159,17 @@ def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatc
     assert [d.split()[0] for d in decodes] == ["beam", "beam+block", "beam+block_no_q"]
     assert cmd[cmd.index("--lead") + 1] == "3" and cmd[cmd.index("--corpus") + 1] == "cnndm"
 
+    calls.clear()  # --controls adds the control systems; --only names one without the others
+    monkeypatch.setattr(sys, "argv", ["dca2018_cnndm.py", "--work", str(tmp_path), "--only", "control:5_old_sem"])
+    dca2018_cnndm.main()
+    variants = [calls[0][i + 1] for i, arg in enumerate(calls[0]) if arg == "--variant"]
+    assert len(variants) == 1 and "--cohesion-form cosine" in variants[0] and "--continue" not in calls[0]
+    calls.clear()
+    monkeypatch.setattr(sys, "argv", ["dca2018_cnndm.py", "--work", str(tmp_path), "--controls"])
+    dca2018_cnndm.main()
+    labels = [calls[0][i + 1].split()[0] for i, arg in enumerate(calls[0]) if arg == "--variant"]
+    assert labels[-2:] == ["control:5_old_sem", "control:dca_one_agent"] and len(labels) == 10
+
     monkeypatch.undo()
     script = str(ROOT / "scripts" / "experiments" / "dca2018_cnndm.py")
     orphan = subprocess.run([sys.executable, script, "--only", "6:rl"], capture_output=True, text=True)

@@ -2,7 +2,7 @@
 """Celikyilmaz et al. (2018), the poster's ablation of deep communicating agents at CPU scale on CNN/DailyMail.
 
     python scripts/experiments/dca2018_cnndm.py [--updates 1000] [--rl-updates 300] [--work runs/dca2018_cnndm]
-                                                [--threads 1] [--only LABEL,LABEL...] [--seed N]
+                                                [--threads 1] [--only LABEL,LABEL...] [--seed N] [--controls]
     python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
 
 One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
@@ -24,6 +24,8 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   6 rl                    row 5 fine-tuned with self_critical_cohesion for --rl-updates updates
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
+``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
+and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?).
 
 Our rows 3 and 4 differ from the poster's in one respect: the poster adds communication and the multi-agent
 pointer in one step (row 4).  Rows 1-2 copy (pgn_lstm's pointer); a row 3 that could not copy would lose to
@@ -58,6 +60,15 @@ ROWS = [  # (label, config, extra options)
     ("5:agents_comm_caa", "dca_lstm_cnndm_small", ""),
     ("ref:pgn_coverage", "cnndm_small", SIZES),
 ]
+# Run with --controls (or named in --only): the old semantic_cohesion (before issue 20: raw cosine, "after" the
+# delimiter without <q>, lambda 0.1 on the per-token mean ~ 6 in the paper's form), for the cohesion checks before
+# and after the fix; and one agent of dca_lstm (does it equal row 2?).
+CONTROLS = [
+    ("control:5_old_sem", "dca_lstm_cnndm_small",
+     "--cohesion-form cosine --cohesion-state after --cohesion-sentence-end '. ! ? 。 ！ ？' --cohesion-lambda 6"),
+    ("control:dca_one_agent", "dca_lstm_cnndm_small",
+     "--num-agents 1 --no-communication --no-contextual-agent-attention"),
+]
 RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small",
       "--criterion self_critical_cohesion --rl-gamma 0.9984 --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001")
 DECODES = ("beam", "beam+block --block-ngram-repeat 3", "beam+block_no_q --block-ngram-repeat 3 --block-ignore '<q>'")
@@ -73,7 +84,8 @@ def command(args):
            "--corpus", "cnndm", "--config", "cnndm_small", "--updates", str(args.updates),
            "--threads", str(args.threads), "--work", args.work, "--lead", "3"]
     wanted = lambda label: not args.only or label in args.only  # noqa: E731
-    for label, config, extra in ROWS:
+    controls = [row for row in CONTROLS if (args.controls and not args.only) or (args.only and row[0] in args.only)]
+    for label, config, extra in ROWS + controls:
         if wanted(label):
             name, options = seeded(label, extra, args.seed)
             cmd += ["--variant", f"{name} {config} {options}"]
@@ -98,6 +110,7 @@ def main():
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all)")
     parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
+    parser.add_argument("--controls", action="store_true", help="also the control systems (CONTROLS)")
     parser.add_argument("--report", type=Path, nargs="+", metavar="WORK",
                         help="write the report of these finished work folders instead of running")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "dca2018_cnndm.md")
@@ -109,7 +122,7 @@ def main():
                       + " ".join(shlex.quote(a) for a in sys.argv[1:]))
         print(text)
         return
-    known = {label for label, _, _ in ROWS} | {RL[0]}
+    known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0]}
     unknown = [label for label in args.only or [] if label not in known]
     if unknown:
         parser.error(f"--only: unknown system {', '.join(unknown)} (known: {', '.join(sorted(known))})")
