@@ -41,7 +41,7 @@ try:
 except ImportError:  # run from a checkout without the editable install
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fairseq_plugins.text.prepare import _raw_files, load_prep, tokenizer_from_prep
+from fairseq_plugins.text.prepare import load_prep, raw_files, tokenizer_from_prep
 from fairseq_plugins.text.textio import UserError, read_lines, run_cli
 from fairseq_plugins.text.tokenization import DEFAULT_UNIT, LANGS, Tokenizer, check_unit
 
@@ -122,7 +122,7 @@ def input_files(args, prep):
     if raw_dir and not args.raw_dir and not os.path.isdir(raw_dir):
         raise UserError(f"{raw_dir}: no such directory (the raw directory recorded in {args.prep}; give --raw-dir)")
     if raw_dir:
-        for split, (src, tgt) in _raw_files(raw_dir, splits).items():
+        for split, (src, tgt) in raw_files(raw_dir, splits).items():
             files += [src] + ([tgt] if tgt else [])
     elif args.splits:
         raise UserError("--splits needs --raw-dir")

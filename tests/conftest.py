@@ -1,11 +1,23 @@
-"""Shared test helpers: repository paths and a tiny pgn_lstm on a hand-made extended vocabulary."""
+"""Shared test helpers: repository paths, the ``slow`` marker, running the project's commands, tiny models on a
+hand-made extended vocabulary, and the check that incremental decoding equals the full forward pass."""
 import argparse
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def pytest_configure(config):
+    # Registered here because the pytest settings live in pyproject.toml.  `bash scripts/test.sh --fast` (pytest
+    # -m "not slow") leaves these tests out; CI and the README's `bash scripts/test.sh` run them all.
+    config.addinivalue_line("markers", "slow: starts a subprocess (the scripts, fairseq binaries, training, "
+                                       "official ROUGE); left out by `bash scripts/test.sh --fast`")
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +30,33 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"../shared/data not found beside the repository ({SHARED_DATA}); CI provides it")
     return SHARED_DATA
+
+
+def command_env(**extra) -> dict:
+    """The environment of the project's commands in tests: the venv's binaries first on PATH and one thread
+    each (a tiny model gains nothing from two, and loses a lot when another job shares the cores); ``extra``
+    adds or overrides variables."""
+    variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    variables.update(extra)
+    return variables
+
+
+def run(cmd, check=True, env=None, timeout=600, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (strings or paths) from the repository root with ``env`` (default: command_env()), no stdin,
+    output captured as text.  With ``check``, a failure is an AssertionError with the exit code and the tails
+    of stdout and stderr."""
+    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=command_env() if env is None else env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
+                             f"{result.stderr[-4000:]}")
+    return result
+
+
+def output(cmd, **kwargs) -> str:
+    """run(cmd): stdout and stderr as one text (fairseq logs to stderr)."""
+    result = run(cmd, **kwargs)
+    return result.stdout + result.stderr
 
 
 def tiny_dictionary(words="a b c d e f g", num_markers=4):
@@ -86,3 +125,48 @@ def tiny_batch(dictionary):
     lengths = torch.tensor([5, 3])
     prev = torch.tensor([[eos, 4, m0, 5], [eos, m0, 8, 9]])
     return src, lengths, prev
+
+
+def decode_incrementally(model, src, lengths, prev, order=None, reorder_at=2):
+    """Step by step through the incremental state, reordering the rows by ``order`` (default: rolled by one,
+    [1, 0] for two rows) at step ``reorder_at`` as beam search would.  Returns the log-probabilities B x T x V
+    and the step outputs (attn, decoder_states, coverage, p_gen where the model has them) stacked over the
+    steps, all back in the original row order."""
+    import torch
+
+    rows = torch.arange(src.size(0))
+    order = rows.roll(1) if order is None else order
+    encoder_out = model.encoder(src, lengths)
+    state, log_probs, extras = {}, [], []
+    for t in range(prev.size(1)):
+        if t == reorder_at:
+            model.decoder.reorder_incremental_state(state, order)
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+            rows = rows.index_select(0, order)
+        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
+        back = torch.argsort(rows)  # back to the original row order
+        log_probs.append(model.get_normalized_probs(out, log_probs=True).index_select(0, back))
+        extras.append({key: value.index_select(0, back) for key, value in out[1].items()
+                       if key in ("decoder_states", "coverage", "p_gen")})
+        extras[-1]["attn"] = out[1]["attn"][0].index_select(0, back)
+    stacked = {key: torch.cat([e[key] for e in extras], dim=1) for key in extras[0]}
+    return torch.cat(log_probs, dim=1), stacked
+
+
+def assert_incremental_equals_full(model, src, lengths, prev, order=None):
+    """What every model must pass: decoding step by step, with a beam reordering halfway, gives the full
+    forward pass's log-probabilities, attention, decoder states (B x T x H) and, where the model has them,
+    coverage and copy switch."""
+    import torch
+
+    logits, extra = model(src, lengths, prev)
+    full = model.get_normalized_probs((logits, extra), log_probs=True)  # B x T x V
+    steps, step_extra = decode_incrementally(model, src, lengths, prev, order)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(step_extra["attn"], extra["attn"][0], atol=1e-5, rtol=1e-5)
+    assert extra["decoder_states"].shape == (src.size(0), prev.size(1), model.decoder.hidden_size)  # B x T x H
+    torch.testing.assert_close(step_extra["decoder_states"], extra["decoder_states"], atol=1e-5, rtol=1e-5)
+    for key in ("coverage", "p_gen"):
+        assert (key in extra) == (key in step_extra)
+        if key in extra:
+            torch.testing.assert_close(step_extra[key], extra[key], atol=1e-5, rtol=1e-5)

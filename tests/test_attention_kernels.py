@@ -1,10 +1,14 @@
 """The attention's hand-written autograd functions and the beam reordering that skips source-only tensors:
 each must give exactly what the plain tensor formulas give."""
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 
 from conftest import tiny_batch, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.modules import additive_scores as scores_module
+from fairseq_plugins.modules import cpu_cache
 from fairseq_plugins.modules.additive_scores import additive_scores
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention, WeightedSum
@@ -264,19 +268,36 @@ def fake_cache_dir(root, caches):
 
 
 def test_block_size_comes_from_the_l2_share_of_one_thread(tmp_path):
-    caches = scores_module.read_cpu_caches(fake_cache_dir(tmp_path / "smt", [
+    caches = cpu_cache.read_cpu_caches(fake_cache_dir(tmp_path / "smt", [
         (1, "Data", "48K", "0-1"), (1, "Instruction", "32K", "0-1"), (2, "Unified", "1024K", "0-1"),
         (3, "Unified", "32768K", "0-15")]))
-    assert caches == [scores_module.CacheLevel(1, 48 << 10, 2), scores_module.CacheLevel(2, 1 << 20, 2),
-                      scores_module.CacheLevel(3, 32 << 20, 16)]
-    floats, why = scores_module.block_floats_per_thread(caches)
-    assert floats * 4 == (1 << 20) // 2 // scores_module.L2_FRACTION  # two SMT threads share the L2
+    assert caches == [cpu_cache.CacheLevel(1, 48 << 10, 2), cpu_cache.CacheLevel(2, 1 << 20, 2),
+                      cpu_cache.CacheLevel(3, 32 << 20, 16)]
+    floats, why = cpu_cache.block_floats_per_thread(caches)
+    assert floats * 4 == (1 << 20) // 2 // cpu_cache.L2_FRACTION  # two SMT threads share the L2
     assert "1024 KiB L2 shared by 2 CPUs" in why
-    private = scores_module.read_cpu_caches(fake_cache_dir(tmp_path / "zen3", [(2, "Unified", "512K", "3")]))
-    assert scores_module.block_floats_per_thread(private)[0] * 4 == (512 << 10) // scores_module.L2_FRACTION
-    assert scores_module.read_cpu_caches(tmp_path / "missing") == []
-    fallback, why = scores_module.block_floats_per_thread([])
-    assert fallback * 4 == scores_module.FALLBACK_BLOCK_BYTES and "no L2 size" in why
+    private = cpu_cache.read_cpu_caches(fake_cache_dir(tmp_path / "zen3", [(2, "Unified", "512K", "3")]))
+    assert cpu_cache.block_floats_per_thread(private)[0] * 4 == (512 << 10) // cpu_cache.L2_FRACTION
+    assert cpu_cache.read_cpu_caches(tmp_path / "missing") == []
+    fallback, why = cpu_cache.block_floats_per_thread([])
+    assert fallback * 4 == cpu_cache.FALLBACK_BLOCK_BYTES and "no L2 size" in why
+
+
+def test_cpu_caches_are_read_once_at_the_first_cpu_call_not_at_import(monkeypatch):
+    """Importing the kernel reads no /sys file; its first CPU call reads the caches, later calls reuse them."""
+    reads = []
+    read_text = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda path, *a, **k: reads.append(str(path)) or read_text(path, *a, **k))
+    spec = importlib.util.spec_from_file_location("fresh_additive_scores", scores_module.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)  # the import, again
+    assert [path for path in reads if path.startswith("/sys")] == []
+    cpu_cache.block_size.cache_clear()
+    keys, queries, coverage_weight, v = inputs()
+    fresh.additive_scores(keys, queries[0], None, None, v)
+    first = len(reads)
+    fresh.additive_scores(keys, queries[1], None, None, v)
+    assert len(reads) == first and cpu_cache.block_size.cache_info().misses == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

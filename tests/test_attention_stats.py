@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_eval_rouge import USER_DIR, run, trained  # noqa: F401  (the module-scoped trained pgn_lstm_small)
+from conftest import run
+from test_eval_rouge import USER_DIR, trained  # noqa: F401  (the module-scoped trained pgn_lstm_small)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "attention_stats.py"
@@ -64,6 +65,7 @@ def test_agent_and_sentence_end_sums_by_hand():
     assert report == {"end_cos_1": 0.5, "end_pairs_1": 2, "nll_bits": 1.0, "entropy": 2.0}
 
 
+@pytest.mark.slow
 def test_cli_on_a_trained_checkpoint(trained):  # noqa: F811
     data, save, _ = trained
     whole = run([sys.executable, SCRIPT, save / "checkpoint_last.pt", data / "bin"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_distributed import ROOT, run
+from conftest import ROOT, run
 
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 import flops  # noqa: E402
@@ -324,6 +324,7 @@ def test_onmt_text_restores_markers_and_keeps_the_regular_vocabulary(tmp_path):
     assert files["vocab.txt"].read_text(encoding="utf-8") == "， 10\n的 5\n" and files["regular_words"] == 2
 
 
+@pytest.mark.slow
 def test_onmt_install_failure_is_a_skip_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(onmt.sys, "executable", str(tmp_path / "no-python"))
     with pytest.raises(onmt.PeerUnavailable, match="creating the OpenNMT-py virtual environment"):
@@ -500,6 +501,7 @@ def bench_new_rows(bench, bench_work, tmp_path_factory):
     return result.stdout, json.loads((work / "figures.json").read_text())
 
 
+@pytest.mark.slow
 def test_tiny_run_reports_every_figure(bench):
     stdout, figures = bench
     assert figures["decode_sentences"] == 10 and figures["repeats"] == 2 and figures["modes"] == {"fixed": 12}
@@ -529,11 +531,13 @@ def test_tiny_run_reports_every_figure(bench):
     assert found and float(found.group(1)) == pytest.approx(ours["train_wps"] / stock["train_wps"], abs=0.006)
 
 
+@pytest.mark.slow
 def test_old_name_runs_the_same_benchmark():
     result = run([sys.executable, "scripts/bench/train_throughput.py", "--help"])
     assert "--decode-sentences" in result.stdout and "--peers" in result.stdout
 
 
+@pytest.mark.slow
 def test_tiny_run_of_the_new_rows_and_the_rl_row(bench_new_rows):
     stdout, figures = bench_new_rows
     assert list(figures["models"]) == ["pgn_lstm", "pgn_lstm_paulus2017", "dca_lstm"]

@@ -1,16 +1,13 @@
 """dca_lstm: the split into agents, the messages, both attentions, the multi-agent pointer, incremental decoding,
 beam search, the hub's teacher forcing, and end to end through fairseq-train / fairseq-generate and the scripts."""
 import argparse
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import slice_corpus, tiny_dictionary
+from conftest import assert_incremental_equals_full, run, slice_corpus, tiny_dictionary
 from fairseq_plugins.modules.agent_encoder import agent_messages, last_states, run_bilstm
 from fairseq_plugins.modules.agent_split import split_agents
 from fairseq_plugins.modules.factories import LSTM
@@ -290,28 +287,7 @@ INCREMENTAL_OPTIONS = [{}, {"no_copy": True}, {"no_contextual_agent_attention": 
 def test_incremental_decoding_equals_full_forward_with_reordering(options):
     torch.manual_seed(9)
     model = build(**options).eval()
-    src, lengths, prev = batch()
-    full_output = model(src, lengths, prev)
-    full = model.get_normalized_probs(full_output, log_probs=True)
-
-    order = torch.tensor([2, 0, 1])  # beam search reorders the rows halfway
-    encoder_out = model.encoder(src, lengths)
-    state, steps, states, attn = {}, [], [], []
-    rows = torch.arange(3)
-    for t in range(prev.size(1)):
-        if t == 2:
-            model.decoder.reorder_incremental_state(state, order)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
-            rows = rows.index_select(0, order)
-        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
-        back = torch.argsort(rows)
-        steps.append(model.get_normalized_probs(out, log_probs=True).index_select(0, back))
-        states.append(out[1]["decoder_states"].index_select(0, back))
-        attn.append(out[1]["attn"][0].index_select(0, back))
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
-    assert full_output[1]["decoder_states"].shape == (3, prev.size(1), model.decoder.hidden_size)
-    torch.testing.assert_close(torch.cat(states, dim=1), full_output[1]["decoder_states"], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(torch.cat(attn, dim=1), full_output[1]["attn"][0], atol=1e-5, rtol=1e-5)
+    assert_incremental_equals_full(model, *batch(), order=torch.tensor([2, 0, 1]))  # reordered halfway
 
 
 def test_beam_search_with_trigram_blocking_and_the_hub_teacher_forcing():
@@ -344,14 +320,6 @@ def test_bad_options_are_named():
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-def run(cmd, **kwargs):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """A slice of data/scitldr, preprocessed as scitldr_small does (raw text, so word tokenization)."""
@@ -361,6 +329,7 @@ def data(tmp_path_factory):
     return work / "data"
 
 
+@pytest.mark.slow
 def test_plain_fairseq_train_and_generate(data, tmp_path):
     save = tmp_path / "ckpt"
     run(["fairseq-train", str(data / "bin"), "--user-dir", USER_DIR, "--task", "summarization",
@@ -374,6 +343,7 @@ def test_plain_fairseq_train_and_generate(data, tmp_path):
     assert len(re.findall(r"^H-\d+\t", generated.stdout, flags=re.M)) == 6
 
 
+@pytest.mark.slow
 def test_train_and_generate_through_the_scripts(data, tmp_path):
     model = tmp_path / "model"
     # --force-config: the CNN/DM config's model on the small word-tokenized sample (it prepares text otherwise)

@@ -15,35 +15,20 @@ the task tensors; the logged rouge_l must be the one process's figure for the sa
 The helpers at the top are shared with tests/test_fault_tolerance.py and tests/test_slurm.py.
 """
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import command_env, run
+
+pytestmark = pytest.mark.slow  # every test trains through fairseq-train / torchrun
+
 ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = str(Path(sys.executable).parent)
 # A tiny deterministic run: no dropout, no validation, fixed seed, a log line per update.
 TINY = ["--dropout", "0", "--disable-validation", "--log-interval", "1", "--seed", "3", "--max-tokens", "3000"]
 _FIELD = re.compile(r"(\w+)=(-?[\d.]+(?:e[-+]?\d+)?|inf|nan)")
-
-
-def env(**extra) -> dict:
-    """The environment of the project's commands: venv first on PATH, one thread each (2 shared cores)."""
-    variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    variables.update(extra)
-    return variables
-
-
-def run(cmd, timeout=600, check=True, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=kwargs.pop("env", env()), capture_output=True,
-                            text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
-                             f"{result.stderr[-4000:]}")
-    return result
 
 
 def prepare_data(work: Path, train=300, valid=30, test=25) -> Path:
@@ -145,7 +130,8 @@ def test_sigterm_to_torchrun_saves_on_every_rank_and_the_same_command_resumes(da
                "--max-update", "6"]
     log = tmp_path / "first.log"
     with log.open("w") as out:
-        first = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=env(), stdout=out, stderr=subprocess.STDOUT)
+        first = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=command_env(), stdout=out,
+                                 stderr=subprocess.STDOUT)
         deadline = time.time() + 180
         while "num_updates=2," not in log.read_text():
             assert first.poll() is None and time.time() < deadline, log.read_text()[-3000:]

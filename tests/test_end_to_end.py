@@ -1,26 +1,17 @@
 """End to end on the shipped SciTLDR-A sample: preprocess -> train a few updates -> generate -> ROUGE,
 through the shell scripts and through the plain fairseq binaries with --user-dir."""
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import slice_corpus
+from conftest import run, slice_corpus
+
+pytestmark = pytest.mark.slow  # every test runs the shell scripts or the fairseq binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")
 FEW_UPDATES = ["--max-update", "6", "--max-tokens", "3000"]
-
-
-def run(cmd, **kwargs):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +86,8 @@ def test_scripts_fail_fast_on_bad_input(tmp_path):
         (raw / f"{split}.tgt").write_text("a summary .\n", encoding="utf-8")
     (raw / "train.src").write_text("one document .\ntwo documents .\n", encoding="utf-8")
     (raw / "train.tgt").write_text("one summary .\n", encoding="utf-8")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    result = subprocess.run(["./preprocess.sh", str(raw), str(tmp_path / "data")], cwd=ROOT, env=env,
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    result = run(["./preprocess.sh", raw, tmp_path / "data"], check=False)
     assert result.returncode != 0
     assert "train.src" in result.stderr and "train.tgt" in result.stderr
-    missing = subprocess.run(["./generate.sh", str(tmp_path / "nope"), str(tmp_path / "nope")], cwd=ROOT, env=env,
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    missing = run(["./generate.sh", tmp_path / "nope", tmp_path / "nope"], check=False)
     assert missing.returncode != 0 and "checkpoint not found" in missing.stderr

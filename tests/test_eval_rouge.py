@@ -1,9 +1,7 @@
 """``--task summarization --eval-rouge``: validation ROUGE equals generate.sh --score's, the best checkpoint by
 ROUGE-L is kept, and several workers' sums give the mean over all documents."""
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import torch
 
 from fairseq_plugins.checkpoint_safety import allow_fairseq_checkpoints
 
-from conftest import slice_corpus
+from conftest import run, slice_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")
@@ -22,14 +20,6 @@ GENERATE_SH = ["--beam", "3", "--max-len-b", "20", "--min-len", "5", "--block-ng
                "--block-ignore", ","]  # the same settings as fairseq-generate options
 VALID_LINE = re.compile(r"valid on 'valid' subset \|.*\| rouge_1 ([\d.]+) \| rouge_2 ([\d.]+) \| rouge_l ([\d.]+) "
                         r"\|.*\| num_updates (\d+)")
-
-
-def run(cmd, **kwargs):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +41,7 @@ def trained(tmp_path_factory):
     return data, save, validations
 
 
+@pytest.mark.slow
 def test_validation_rouge_equals_generate_sh_score(trained):
     data, save, validations = trained
     script = run(["./generate.sh", "--split", "valid", "--score", "--checkpoint", "checkpoint_last.pt",
@@ -63,6 +54,7 @@ def test_validation_rouge_equals_generate_sh_score(trained):
     assert logged[0] > 0  # a real score: the 20 summaries overlap their references
 
 
+@pytest.mark.slow
 def test_best_checkpoint_is_the_one_with_the_highest_rouge_l(trained):
     _, save, validations = trained
     best_update = int(max(validations, key=lambda v: (v[2], -v[3]))[3])  # the first of equal values is kept
@@ -74,13 +66,13 @@ def test_best_checkpoint_is_the_one_with_the_highest_rouge_l(trained):
         assert torch.equal(value, twin["model"][name]), name
 
 
+@pytest.mark.slow
 def test_missing_references_fail_at_start_with_the_file_name(trained, tmp_path):
     data, _, _ = trained
-    result = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.train", str(data / "bin"), "--user-dir", USER_DIR, "--task",
-         "summarization", "--arch", "pgn_lstm_small", "--optimizer", "adam", "--lr", "0.001", "--max-tokens",
-         "1500", "--max-update", "1", "--eval-rouge", "--eval-rouge-dir", str(tmp_path), "--save-dir",
-         str(tmp_path / "ckpt")], cwd=ROOT, capture_output=True, text=True)
+    result = run([sys.executable, "-m", "fairseq_cli.train", data / "bin", "--user-dir", USER_DIR, "--task",
+                  "summarization", "--arch", "pgn_lstm_small", "--optimizer", "adam", "--lr", "0.001",
+                  "--max-tokens", "1500", "--max-update", "1", "--eval-rouge", "--eval-rouge-dir", tmp_path,
+                  "--save-dir", tmp_path / "ckpt"], check=False)
     assert result.returncode != 0
     assert f"{tmp_path}/prep.json not found" in result.stdout + result.stderr
 
@@ -119,6 +111,7 @@ def test_workers_all_reduced_tensors_give_the_same_figures_as_numbers():
     assert all(type(figure) is float for figure in figures)
 
 
+@pytest.mark.slow
 def test_fairseq_validate_on_a_checkpoint_trained_with_eval_rouge_reports_the_loss(trained):
     """fairseq-validate builds the model from the checkpoint (no generator for validation ROUGE): it reports the
     loss of each split instead of failing, and the valid loss is the one training logged for the same weights."""

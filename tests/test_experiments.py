@@ -2,6 +2,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import compare  # noqa: E402
@@ -102,6 +104,7 @@ def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):
     assert start == str(model / "checkpoint_best.pt")
 
 
+@pytest.mark.slow
 def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     """song2020_lcsts.py --only: compare.py gets exactly the named systems, each part only if it has one; --seed
     relabels them and passes the seed; an unknown label stops at start-up with the known ones listed."""
@@ -135,6 +138,7 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr
 
 
+@pytest.mark.slow
 def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatch, tmp_path):
     """dca2018_cnndm.py: --only selects rows; --seed relabels them (row 6's parent too); row 6 without row 5 in
     the same run, or an unknown label, stops with a message."""

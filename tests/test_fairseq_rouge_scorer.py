@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run
+
 from fairseq_plugins.scoring.rouge_python import RougeScorer, split_sentences
 from fairseq_plugins.text.textio import UserError
 
-from test_eval_rouge import run  # a command in the repository with the venv's binaries first on PATH
 from test_eval_rouge import trained  # noqa: F401  (fixture: a pgn_lstm_small trained 6 updates, 20 valid docs)
+
+pytestmark = pytest.mark.slow  # every test runs fairseq-generate on a trained model
 
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")

@@ -23,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from test_distributed import ROOT, TINY, assert_same_updates, env, load_checkpoint, prepare_data, run, train_updates
+from conftest import ROOT, command_env, run
+from test_distributed import TINY, assert_same_updates, load_checkpoint, prepare_data, train_updates
+
+pytestmark = pytest.mark.slow  # every test trains and kills fairseq-train
 
 SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
 
@@ -37,7 +40,7 @@ def start(cmd, log: Path = None) -> subprocess.Popen:
     """A command in its own process group (so kill -9 reaches train.sh and fairseq-train), output merged:
     to a pipe, or to LOG (a pipe nobody reads would fill up and block the writer)."""
     out = subprocess.PIPE if log is None else log.open("a")
-    return subprocess.Popen([str(c) for c in cmd], cwd=ROOT, env=env(), stdout=out, stderr=subprocess.STDOUT,
+    return subprocess.Popen([str(c) for c in cmd], cwd=ROOT, env=command_env(), stdout=out, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
 
 
@@ -95,7 +98,7 @@ def _kill_writer_part_way(path: Path, fraction: float):
     """Start WRITER, let it save once, kill -9 it when the next save's NAME.tmp holds FRACTION of a file.
     Returns (full size, markers it reported saved, whether the kill landed during a write)."""
     tmp = Path(str(path) + ".tmp")
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, env=env(),
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, env=command_env(),
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert writer.stdout.readline().strip() == "0"  # one complete checkpoint exists

@@ -1,16 +1,12 @@
 """Fidelity fixes from the equation-by-equation review (issue 13): eq 9 in log space, </s> not copyable,
 Shi et al.'s attention without coverage, coverage as a second training phase (See et al.)."""
 import math
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ROOT, slice_corpus, tiny_batch, tiny_dictionary, tiny_model
+from conftest import ROOT, command_env, output, run, slice_corpus, tiny_batch, tiny_dictionary, tiny_model
 from fairseq_plugins.modules.copy_mixture import CopyMixture
 from fairseq_plugins.modules.extended_vocabulary import LOG_FLOOR, ExtendedVocabularyOutput
 
@@ -227,28 +223,20 @@ def test_a_checkpoint_without_coverage_loads_with_fresh_coverage_parameters(dict
         tiny_model(dictionary, no_coverage=True).load_state_dict(coverage_weights)
 
 
-def run(cmd, env=None):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1",
-               **(env or {}))
-    result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=env, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, f"{cmd[0]} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result.stdout + result.stderr
-
-
+@pytest.mark.slow
 def test_coverage_as_a_second_phase_through_train_sh(tmp_path):
     """The documented two commands (configs/see2017_coverage_phase2.conf) for a few updates each."""
     raw = slice_corpus("scitldr", tmp_path / "raw", (("train", 60), ("valid", 8), ("test", 2)))
     data = tmp_path / "data"
     run(["./preprocess.sh", "-c", "dtu_common", raw, data])
     tiny = ["--max-update", "2", "--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000"]
-    log1 = run(["./train.sh", "-c", "dtu_pointer", data, tmp_path / "m1", *tiny])
+    log1 = output(["./train.sh", "-c", "dtu_pointer", data, tmp_path / "m1", *tiny])
     assert "copy=True, coverage=False" in log1 and re.search(r"num_updates[ =]2\b", log1)
     phase2 = ["./train.sh", "-c", "see2017_coverage_phase2", data, tmp_path / "m2", *tiny[2:]]
-    missing = subprocess.run(list(map(str, phase2)), cwd=ROOT, capture_output=True, text=True,
-                             env={k: v for k, v in os.environ.items() if k != "PHASE1"}, stdin=subprocess.DEVNULL)
+    missing = run(phase2, check=False, env={k: v for k, v in command_env().items() if k != "PHASE1"})
     assert missing.returncode != 0 and "PHASE1" in missing.stderr
-    log2 = run([*phase2, "--max-update", "2"], env={"PHASE1": str(tmp_path / "m1" / "checkpoint_best.pt")})
+    phase1 = tmp_path / "m1" / "checkpoint_best.pt"
+    log2 = output([*phase2, "--max-update", "2"], env=command_env(PHASE1=str(phase1)))
     assert "copy=True, coverage=True, coverage attention=True" in log2
     assert "newly initialised decoder.attention.coverage_weight" in log2
     assert re.search(r"Loaded checkpoint \S+m1/checkpoint_best.pt", log2), log2[-3000:]

@@ -5,12 +5,8 @@ import pytest
 import torch
 
 from conftest import tiny_dictionary, tiny_model
-from fairseq_plugins.criterions.focal_copy_coverage import (
-    FocalCopyCoverageCriterion,
-    NonFiniteLossError,
-    coverage_loss,
-    focal_loss,
-)
+from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion, coverage_loss, focal_loss
+from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
 from fairseq_plugins.text.markers import marker
 
 

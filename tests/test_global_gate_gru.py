@@ -1,17 +1,14 @@
 """global_gate_gru (Song & Zhao 2020): each equation block on hand-sized tensors, the ablation switches,
 incremental decoding, the criterion, and a few-update run on the shipped Chinese CSL sample."""
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import slice_corpus, tiny_batch, tiny_dictionary, tiny_gru
+from conftest import assert_incremental_equals_full, run, slice_corpus, tiny_batch, tiny_dictionary, tiny_gru
 from fairseq_plugins.text.markers import marker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,29 +261,7 @@ CURRENT_QUERY = [{"attention_query": "current"}, {"copy": True, "attention_query
 def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, options):
     torch.manual_seed(6)
     model = tiny_gru(dictionary, **options).eval()
-    src, lengths, prev = batch(dictionary)
-    full_output = model(src, lengths, prev)
-    full = model.get_normalized_probs(full_output, log_probs=True)
-
-    # Decode step by step, swapping the two batch rows halfway as beam search would.
-    order = torch.tensor([1, 0])
-    encoder_out = model.encoder(src, lengths)
-    state, steps, attns, states = {}, [], [], []
-    rows = torch.tensor([0, 1])
-    for t in range(prev.size(1)):
-        if t == 2:
-            model.decoder.reorder_incremental_state(state, order)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
-            rows = rows.index_select(0, order)
-        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
-        back = torch.argsort(rows)  # back to the original row order
-        steps.append(model.get_normalized_probs(out, log_probs=True).index_select(0, back))
-        attns.append(out[1]["attn"][0].index_select(0, back))
-        states.append(out[1]["decoder_states"].index_select(0, back))
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(torch.cat(attns, dim=1), full_output[1]["attn"][0], atol=1e-5, rtol=1e-5)
-    assert full_output[1]["decoder_states"].shape == (2, prev.size(1), model.decoder.hidden_size)  # B x T x H
-    torch.testing.assert_close(torch.cat(states, dim=1), full_output[1]["decoder_states"], atol=1e-5, rtol=1e-5)
+    assert_incremental_equals_full(model, *batch(dictionary))  # the two rows swap halfway, as in beam search
 
 
 def test_focal_copy_coverage_runs_as_plain_nll(dictionary):
@@ -392,16 +367,6 @@ def test_copy_beam_search_copies_a_source_marker(dictionary):
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-def run(cmd, **kwargs):
-    # One thread: a tiny model gains nothing from two, and loses a lot when other jobs share the cores.
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=env, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
-
-
 @pytest.fixture(scope="module")
 def csl_sp(tmp_path_factory):
     """The first 300 / 30 / 20 CSL documents, through preprocess.sh with sentencepiece units."""
@@ -412,6 +377,7 @@ def csl_sp(tmp_path_factory):
     return work, data
 
 
+@pytest.mark.slow
 def test_few_updates_on_chinese_csl_with_sentencepiece(csl_sp):
     """preprocess.sh (sentencepiece) -> plain fairseq-train --arch global_gate_gru -> generate.sh."""
     work, data = csl_sp
@@ -439,6 +405,7 @@ def test_few_updates_on_chinese_csl_with_sentencepiece(csl_sp):
     assert not any(token in "".join(summaries) for token in ("<oov-", "</s>", "\u2581"))
 
 
+@pytest.mark.slow
 def test_copy_trains_through_plain_fairseq_train(csl_sp):
     """A few updates of global_gate_gru_small --copy through plain fairseq-train: the copy switch is used (p_gen
     logged below 1) and the validation loss is finite."""
@@ -454,6 +421,7 @@ def test_copy_trains_through_plain_fairseq_train(csl_sp):
     assert valid and math.isfinite(float(valid[-1][0])) and 0 < float(valid[-1][1]) < 1, log[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config, embed_dim, paper_schedule", [
     ("song2020_lcsts", 512, True), ("song2020_lcsts_sp_cpu", 128, True), ("song2020_lcsts_cpu", 128, False)])
 def test_song2020_configs_train(csl_sp, config, embed_dim, paper_schedule):

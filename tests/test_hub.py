@@ -2,7 +2,6 @@
 
 One module fixture trains pgn_lstm_small for a few updates on 200 SciTLDR-A documents through preprocess.sh and
 train.sh, with --tensorboard-logdir."""
-import os
 import shutil
 import struct
 import subprocess
@@ -12,19 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run
+
+pytestmark = pytest.mark.slow  # every test uses a model trained through train.sh
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_OPTIONS = ["--max-update", "3", "--max-tokens", "1500"]
 GENERATION = ["--beam", "3", "--max-len-b", "20"]  # for generate.sh; the same options for summarize() below
 MARKER_DOC = "the <oov-2> token appears here literally , with a zyxwvut word ."
-
-
-def run(cmd, **kwargs):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                            **kwargs)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 def head(path: Path, count: int):

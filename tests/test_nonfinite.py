@@ -17,15 +17,15 @@ NaN is injected by a test-only criterion (a --user-dir plugin written to a tempo
 the focal term of chosen training batches by NaN, so the loss and its gradients would both be NaN.
 """
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_model
-from test_distributed import ROOT, TINY, env, load_checkpoint, prepare_data, run, train_updates
-from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion, NonFiniteLossError
+from conftest import ROOT, run, tiny_dictionary, tiny_model
+from test_distributed import TINY, load_checkpoint, prepare_data, train_updates
+from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
+from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
 from test_focal_copy_coverage import make_sample
 
 PLUGIN = '''
@@ -139,6 +139,7 @@ def num_updates(state: dict) -> int:
     return state["optimizer_history"][-1]["num_updates"]
 
 
+@pytest.mark.slow
 def test_stop_names_the_update_and_batch_and_keeps_the_last_good_checkpoint(stopped, skipped):
     save, result = stopped
     log = result.stdout + result.stderr
@@ -161,6 +162,7 @@ def test_stop_names_the_update_and_batch_and_keeps_the_last_good_checkpoint(stop
     assert_same_model(last, load_checkpoint(skipped[0] / "checkpoint_1_2.pt"))
 
 
+@pytest.mark.slow
 def test_skip_leaves_parameters_and_optimizer_state_bit_identical_and_training_goes_on(skipped):
     save, log = skipped
     warning = re.search(r"WARNING \| fairseq_plugins\.criterions\.focal_copy_coverage \| focal_copy_coverage: "
@@ -189,6 +191,7 @@ def test_skip_leaves_parameters_and_optimizer_state_bit_identical_and_training_g
     assert_same_model(next_update, load_checkpoint(save / "checkpoint_last.pt"))
 
 
+@pytest.mark.slow
 def test_skip_with_two_workers_skips_on_both(data, plugin, tmp_path):
     """Only rank 0 sees the NaN: both ranks must skip (else their models diverge) and must still agree on the
     logging outputs' keys, which fairseq all-reduces as one flat buffer."""

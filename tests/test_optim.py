@@ -152,6 +152,7 @@ def optimizer_state(checkpoint: Path):
     return history, state["last_optimizer_state"]
 
 
+@pytest.mark.slow
 def test_fairseq_train_selects_it_and_resume_restores_the_accumulator(tmp_path):
     raw = slice_corpus("scitldr", tmp_path / "raw", (("train", 40), ("valid", 4), ("test", 2)))
     data = tmp_path / "data"

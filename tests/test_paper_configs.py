@@ -2,25 +2,18 @@
 - every row of Shi et al.'s Table 1 (configs/shi2018_lcsts_row*.conf): jieba preprocessing of shipped Chinese
   data, word2vec trained by scripts/train_word2vec.py, train.sh;
 - the DTU report's three models (configs/dtu_*.conf) on shipped English data, with a GloVe-format file."""
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import slice_corpus
+from conftest import command_env, output, run, slice_corpus
+
+pytestmark = pytest.mark.slow  # every test runs preprocess.sh / train.sh
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 TINY = ["--max-update", "2", "--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000"]
-
-
-def run(cmd, env=ENV):
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, f"{cmd[0]} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +31,8 @@ def prepared(tmp_path_factory):
 @pytest.mark.parametrize("row", [1, 2, 3, 4, 5, 6, 7])
 def test_table1_row_trains(prepared, row):
     work, data, w2v = prepared
-    log = run(["./train.sh", "-c", f"shi2018_lcsts_row{row}", str(data), str(work / f"row{row}"), *TINY],
-              env=dict(ENV, W2V=str(w2v)))
+    log = output(["./train.sh", "-c", f"shi2018_lcsts_row{row}", data, work / f"row{row}", *TINY],
+                 env=command_env(W2V=str(w2v)))
     assert re.search(r"num_updates[ =]2\b", log)
     assert re.search(r"valid on 'valid' subset .*\| accuracy \d", log), log[-2000:]
     report = re.search(r"pretrained embeddings \S+w2v.bin .*: found (\d+) of (\d+) dictionary words", log)
@@ -55,9 +48,8 @@ def test_table1_row_trains(prepared, row):
 
 def test_word2vec_rows_need_the_file(prepared):
     work, data, _ = prepared
-    env = {k: v for k, v in ENV.items() if k != "W2V"}
-    result = subprocess.run(["./train.sh", "-c", "shi2018_lcsts_row2", str(data), str(work / "x"), *TINY],
-                            cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    env = {k: v for k, v in command_env().items() if k != "W2V"}
+    result = run(["./train.sh", "-c", "shi2018_lcsts_row2", data, work / "x", *TINY], check=False, env=env)
     assert result.returncode != 0 and "W2V" in result.stderr
 
 
@@ -73,8 +65,8 @@ def test_dtu_models_train_with_glove(tmp_path_factory, model, copy, coverage):
         vectors = [f"{w} " + " ".join(f"{(i * 7 + j) % 13 / 13:.3f}" for j in range(128))
                    for i, w in enumerate(words) if not w.startswith("<oov-")][:500]
         (work / "glove.txt").write_text("\n".join(vectors) + "\n", encoding="utf-8")
-    log = run(["./train.sh", "-c", f"dtu_{model}", str(data), str(work / model), *TINY],
-              env=dict(ENV, GLOVE=str(work / "glove.txt")))
+    log = output(["./train.sh", "-c", f"dtu_{model}", data, work / model, *TINY],
+                 env=command_env(GLOVE=str(work / "glove.txt")))
     assert re.search(r"num_updates[ =]2\b", log)
     assert f"copy={copy}, coverage={coverage}" in log
     assert re.search(r"pretrained embeddings \S+glove.txt \(glove, 500 vectors .*found 500 of", log), log[-2000:]

@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from conftest import ROOT, slice_corpus, tiny_batch, tiny_dictionary, tiny_model
-from test_fidelity import run  # a command that must succeed, on one thread; returns stdout + stderr
+from conftest import ROOT, assert_incremental_equals_full, output, run, slice_corpus, tiny_batch, tiny_dictionary
+from conftest import tiny_model
 
 PAULUS = dict(decoder_readout="paulus", intra_temporal_attention=True, intra_decoder_attention=True,
               shared_output_projection=True, no_coverage=True)
@@ -31,44 +31,14 @@ def dictionary():
     return tiny_dictionary()
 
 
-def decode_incrementally(model, src, lengths, prev, reorder_at=2):
-    """Step by step through the incremental state, swapping the two rows at step ``reorder_at`` as beam search
-    would; returns the log-probabilities and extra outputs per step, back in the original row order."""
-    order = torch.tensor([1, 0])
-    encoder_out = model.encoder(src, lengths)
-    state, rows = {}, torch.tensor([0, 1])
-    log_probs, extras = [], []
-    for t in range(prev.size(1)):
-        if t == reorder_at:
-            model.decoder.reorder_incremental_state(state, order)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
-            rows = rows.index_select(0, order)
-        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
-        back = torch.argsort(rows)
-        log_probs.append(model.get_normalized_probs(out, log_probs=True).index_select(0, back))
-        extras.append({key: value.index_select(0, back) for key, value in out[1].items()
-                       if key in ("decoder_states", "coverage", "p_gen")})
-        extras[-1]["attn"] = out[1]["attn"][0].index_select(0, back)
-    stacked = {key: torch.cat([e[key] for e in extras], dim=1) for key in extras[0]}
-    return torch.cat(log_probs, dim=1), stacked
-
-
 @pytest.mark.parametrize("options", COMBINATIONS.values(), ids=COMBINATIONS.keys())
 def test_incremental_decoding_equals_the_whole_sequence_pass(dictionary, options):
     torch.manual_seed(0)
     model = tiny_model(dictionary, **options).eval()
     src, lengths, prev = tiny_batch(dictionary)
     prev = torch.cat([prev, prev[:, 1:]], dim=1)  # 7 steps
-    logits, extra = model(src, lengths, prev)
-    full = model.get_normalized_probs((logits, extra), log_probs=True)
-    steps, step_extra = decode_incrementally(model, src, lengths, prev)
-    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(step_extra["attn"], extra["attn"][0], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(step_extra["decoder_states"], extra["decoder_states"], atol=1e-5, rtol=1e-5)
-    for key in ("coverage", "p_gen"):
-        assert (key in extra) == (key in step_extra)
-        if key in extra:
-            torch.testing.assert_close(step_extra[key], extra[key], atol=1e-5, rtol=1e-5)
+    assert_incremental_equals_full(model, src, lengths, prev)  # the two rows swap at step 2, as in beam search
+    full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
     torch.testing.assert_close(full.exp().sum(-1), torch.ones(2, prev.size(1)))
 
 
@@ -207,23 +177,24 @@ def test_preset_sizes_and_options(dictionary):
 
 
 # ---------------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_preset_trains_and_generates_with_trigram_blocking(tmp_path):
     raw = slice_corpus("scitldr", tmp_path / "raw", (("train", 60), ("valid", 8), ("test", 6)))
     data = tmp_path / "data"
     run(["./preprocess.sh", raw, data])
     user_dir = ROOT / "fairseq_plugins"
-    log = run(["fairseq-train", data / "bin", "--user-dir", user_dir, "--task", "summarization", "--arch",
-               "pgn_lstm_paulus2017", "--criterion", "focal_copy_coverage", "--focal-alpha", "1", "--focal-gamma",
-               "0", "--coverage-lambda", "0", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "2000",
-               "--max-update", "3", "--save-dir", tmp_path / "model", "--no-epoch-checkpoints",
-               "--log-format", "simple", "--seed", "1"])
+    log = output(["fairseq-train", data / "bin", "--user-dir", user_dir, "--task", "summarization", "--arch",
+                  "pgn_lstm_paulus2017", "--criterion", "focal_copy_coverage", "--focal-alpha", "1",
+                  "--focal-gamma", "0", "--coverage-lambda", "0", "--optimizer", "adam", "--lr", "0.001",
+                  "--max-tokens", "2000", "--max-update", "3", "--save-dir", tmp_path / "model",
+                  "--no-epoch-checkpoints", "--log-format", "simple", "--seed", "1"])
     assert re.search(r"num_updates[ =]3\b", log), log[-2000:]
     assert "readout=paulus, intra-temporal attention=True, intra-decoder attention=True, shared output " \
            "projection=True" in log
     assert "Embedding(" in log and re.search(r"Embedding\(\d+, 100, padding_idx=1\)", log)
-    generated = run(["fairseq-generate", data / "bin", "--user-dir", user_dir, "--task", "summarization",
-                     "--path", tmp_path / "model" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "3",
-                     "--max-len-b", "20", "--min-len", "12", "--batch-size", "4", "--block-ngram-repeat", "3"])
+    generated = output(["fairseq-generate", data / "bin", "--user-dir", user_dir, "--task", "summarization",
+                        "--path", tmp_path / "model" / "checkpoint_last.pt", "--gen-subset", "test", "--beam", "3",
+                        "--max-len-b", "20", "--min-len", "12", "--batch-size", "4", "--block-ngram-repeat", "3"])
     hypotheses = re.findall(r"^H-\d+\t\S+\t(.*)$", generated, flags=re.M)
     assert len(hypotheses) == 6
     for hypothesis in hypotheses:

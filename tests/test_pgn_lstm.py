@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_model, tiny_batch
+from conftest import assert_incremental_equals_full, tiny_batch, tiny_dictionary, tiny_model
 from fairseq_plugins.text.markers import marker
 from fairseq_plugins.text.restore import restore_tokens
 
@@ -96,27 +96,7 @@ def test_left_and_right_padding_give_the_same_result(dictionary):
 def test_incremental_decoding_equals_full_forward_with_reordering(dictionary, options):
     torch.manual_seed(4)
     model = tiny_model(dictionary, **options).eval()
-    src, lengths, prev = batch(dictionary)
-    full_output = model(src, lengths, prev)
-    full = model.get_normalized_probs(full_output, log_probs=True)
-
-    # Decode step by step, swapping the two batch rows halfway as beam search would.
-    order = torch.tensor([1, 0])
-    encoder_out = model.encoder(src, lengths)
-    state, steps, states = {}, [], []
-    rows = torch.tensor([0, 1])
-    for t in range(prev.size(1)):
-        if t == 2:
-            model.decoder.reorder_incremental_state(state, order)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
-            rows = rows.index_select(0, order)
-        out = model.decoder(prev.index_select(0, rows)[:, : t + 1], encoder_out, incremental_state=state)
-        step = model.get_normalized_probs(out, log_probs=True)
-        steps.append(step.index_select(0, torch.argsort(rows)))  # back to the original row order
-        states.append(out[1]["decoder_states"].index_select(0, torch.argsort(rows)))
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
-    assert full_output[1]["decoder_states"].shape == (2, prev.size(1), model.decoder.hidden_size)  # B x T x H
-    torch.testing.assert_close(torch.cat(states, dim=1), full_output[1]["decoder_states"], atol=1e-5, rtol=1e-5)
+    assert_incremental_equals_full(model, *batch(dictionary))  # the two rows swap halfway, as in beam search
 
 
 @pytest.mark.parametrize("options", [{}, LUONG])

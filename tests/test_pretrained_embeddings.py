@@ -292,6 +292,7 @@ def token_set(paths, tokenizer):
     return {tok for path in paths for _, line in read_lines(path) for tok in tokenizer(line)}
 
 
+@pytest.mark.slow
 def test_cli_with_prep_trains_on_every_split_and_extra(prepared):
     from gensim.models import KeyedVectors
 
@@ -316,6 +317,7 @@ def test_cli_with_prep_trains_on_every_split_and_extra(prepared):
     assert not list(prepared["tmp"].glob(".train_word2vec*"))  # the tokenized temporary file is gone
 
 
+@pytest.mark.slow
 def test_cli_direct_tokenization_binary(prepared):
     out = prepared["tmp"] / "train_only.bin"
     result = run_script(["--raw-dir", prepared["raw"], "--splits", "train", "--lang", "en", "--unit", "keep",

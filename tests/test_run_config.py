@@ -4,13 +4,11 @@ disagrees is an error unless --force-config (issue 25 part 1)."""
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import slice_corpus
+from conftest import run, slice_corpus
 from fairseq_plugins import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,15 +17,6 @@ TINY = ["--max-update", "2", "--max-tokens", "3000", "--disable-validation"]
 CONFIG = """source "$ROOT/configs/scitldr_small.conf"
 GEN_ARGS=(--beam 2 --max-len-a 0 --max-len-b 7 --min-len 3 --block-ngram-repeat 3 --batch-size 4)
 """
-
-
-def run(cmd, ok=True):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=600)
-    if ok and result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +32,7 @@ def made(tmp_path_factory):
     return work, config, data, model, train.stdout + train.stderr
 
 
+@pytest.mark.slow
 def test_both_directories_record_the_config(made):
     work, config, data, model, log = made
     for directory, role in ((data, "data"), (model, "model")):
@@ -55,6 +45,7 @@ def test_both_directories_record_the_config(made):
     assert "Training (" + str(config) in log  # without -c, train.sh took the data's config
 
 
+@pytest.mark.slow
 def test_generate_without_c_decodes_with_the_models_gen_args(made):
     work, config, data, model, _ = made
     result = run(["./generate.sh", "--split", "test", "--checkpoint", "checkpoint_last.pt", data, model])
@@ -65,22 +56,24 @@ def test_generate_without_c_decodes_with_the_models_gen_args(made):
     assert len(summaries) == 5 and all(len(s.split()) <= 7 for s in summaries)
 
 
+@pytest.mark.slow
 def test_a_disagreeing_c_is_an_error_unless_forced(made):
     work, config, data, model, _ = made
     generate = ["./generate.sh", "-c", "scitldr_small", "--split", "test", "--checkpoint", "checkpoint_last.pt"]
-    refused = run([*generate, data, model], ok=False)
+    refused = run([*generate, data, model], check=False)
     assert refused.returncode == 1 and refused.stdout == ""
     assert f"{model} was trained with -c terse; -c scitldr_small would decode it" in refused.stderr
     forced = run([generate[0], "--force-config", *generate[1:], data, model])
     assert "GEN_ARGS of scitldr_small" in forced.stderr and re.search(r"'beam': 5\b", forced.stderr)
     # train.sh: resuming the model with another config, or a config that prepares text differently
-    resumed = run(["./train.sh", "-c", "scitldr_small", data, model, *TINY], ok=False)
+    resumed = run(["./train.sh", "-c", "scitldr_small", data, model, *TINY], check=False)
     assert resumed.returncode == 1 and f"{model} was trained with -c terse" in resumed.stderr
-    other = run(["./train.sh", "-c", "lcsts_char", data, work / "other", *TINY], ok=False)
+    other = run(["./train.sh", "-c", "lcsts_char", data, work / "other", *TINY], check=False)
     assert other.returncode == 1 and f"{data} was prepared with -c terse" in other.stderr
     assert "-c lcsts_char prepares text differently" in other.stderr and not (work / "other").exists()
 
 
+@pytest.mark.slow
 def test_the_hub_decodes_with_the_models_gen_args(made):
     from fairseq_plugins.hub import DEFAULT_GENERATION, Summarizer, generation_options
 

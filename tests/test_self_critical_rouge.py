@@ -2,17 +2,15 @@
 and RL updates through plain fairseq-train from an ML checkpoint for every architecture."""
 import logging
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_gru, tiny_model
-from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion, NonFiniteLossError
+from conftest import run, slice_corpus, tiny_dictionary, tiny_gru, tiny_model
+from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
+from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
 from fairseq_plugins.criterions.self_critical_rouge import (
     SelfCriticalRougeConfig,
     SelfCriticalRougeCriterion,
@@ -488,26 +486,11 @@ def test_bad_options_are_named(options, message):
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-def run(cmd):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
-    result = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=600, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
-                             f"{result.stderr[-3000:]}")
-    return result
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The first 120 / 16 training / validation documents of the shipped SciTLDR-A sample, preprocessed."""
     work = tmp_path_factory.mktemp("rl_data")
-    raw = work / "raw"
-    raw.mkdir()
-    for split, count in (("train", 120), ("valid", 16), ("test", 4)):
-        for side in ("src", "tgt"):
-            with (ROOT / "data" / "scitldr" / f"{split}.{side}").open(encoding="utf-8") as f:
-                (raw / f"{split}.{side}").write_text("".join(next(f) for _ in range(count)), encoding="utf-8")
+    raw = slice_corpus("scitldr", work / "raw", (("train", 120), ("valid", 16), ("test", 4)))
     run(["./preprocess.sh", raw, work / "data"])
     return work / "data"
 
@@ -541,6 +524,7 @@ def ml_checkpoint(data, tmp_path_factory):
     return train
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["pgn_lstm_small", "global_gate_gru_small"])
 def test_rl_updates_from_an_ml_checkpoint_through_fairseq_train(data, ml_checkpoint, tmp_path, arch):
     ml = ml_checkpoint(arch)
@@ -564,6 +548,7 @@ def test_rl_updates_from_an_ml_checkpoint_through_fairseq_train(data, ml_checkpo
     assert (rl / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.slow
 def test_the_rl_config_fine_tunes_an_ml_model_through_train_sh(data, ml_checkpoint, tmp_path):
     """The documented one-liner: train.sh -c scitldr_small_rl DATA RL_DIR --finetune-from-model ML/checkpoint."""
     rl = tmp_path / "rl"
@@ -579,6 +564,7 @@ def test_the_rl_config_fine_tunes_an_ml_model_through_train_sh(data, ml_checkpoi
     assert [u["num_updates"] for u in logged_updates(again.stdout + again.stderr)] == [3]
 
 
+@pytest.mark.slow
 def test_a_fine_tuning_run_gets_its_own_time_budget(data, ml_checkpoint, tmp_path):
     """Issue 21 point 2: a parent checkpoint that recorded 10 hours of training does not use up the child's
     --stop-time-hours: the fine-tuning run trains all its updates, and the log says which time it counts; a

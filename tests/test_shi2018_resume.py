@@ -65,6 +65,7 @@ def rerun(monkeypatch, work, budget, interrupt_at=None):
     return curve, runs.trainings
 
 
+@pytest.mark.slow
 def test_an_interrupted_row_resumes_with_its_whole_curve_and_a_changed_budget_trains_afresh(work, monkeypatch):
     log = work / "row1.train.log"
     with pytest.raises(subprocess.CalledProcessError):

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from test_distributed import ROOT, TINY, assert_same_updates, env, prepare_data, run, train_updates
+from conftest import ROOT, command_env, run
+from test_distributed import TINY, assert_same_updates, prepare_data, train_updates
+
+pytestmark = pytest.mark.slow  # every test runs Slurm jobs
 
 CLUSTER = ROOT / "scripts" / "slurm" / "local_cluster.sh"
 SLURM = ROOT / "scripts" / "slurm"
@@ -52,7 +55,7 @@ def cluster():
             pytest.skip(f"Slurm could not be installed: {started.stderr.strip()}")
         assert started.returncode == 0, started.stderr
         assert started.stdout.strip() == f"export SLURM_CONF={directory}/slurm.conf"
-        yield directory, env(SLURM_CONF=str(directory / "slurm.conf"))
+        yield directory, command_env(SLURM_CONF=str(directory / "slurm.conf"))
     finally:
         subprocess.run(["bash", CLUSTER, "stop", directory], capture_output=True, text=True, timeout=120)
         shutil.rmtree(directory, ignore_errors=True)
@@ -166,7 +169,7 @@ def test_generation_array_then_merge_in_order_with_rouge(cluster, data, trained,
                    "--output", tmp_path / "merged.sum", "--refs", refs)
     # Meanwhile, the reference: the whole file summarized at once, outside Slurm.
     reference = subprocess.Popen(["./generate.sh", "--input", str(docs), "--checkpoint", "checkpoint_last.pt",
-                                  str(data), str(save), *fast], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
+                                  str(data), str(save), *fast], cwd=ROOT, env=command_env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
     shard_records = wait_for(array, slurm_env)
     merge_record = wait_for(merge, slurm_env)[0]

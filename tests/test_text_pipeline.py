@@ -319,6 +319,7 @@ def test_only_oov_document_and_marker_overflow(tmp_path, capsys):
     assert lines(tmp_path / "hyp.txt")[3] == "qq rr ss qq tt"
 
 
+@pytest.mark.slow
 def test_prepare_user_errors(tmp_path, capsys):
     raw = tmp_path / "raw"
     write(raw / "train.src", ["a b", "c d", "e"])

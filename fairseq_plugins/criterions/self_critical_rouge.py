@@ -80,7 +80,8 @@ best checkpoint by ``--best-checkpoint-metric reward_greedy --maximize-best-chec
 marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
 ``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends in the encoder (t_encode), decoding
 (t_decode), rewarding (t_reward), in the ML decoder pass (t_ml) and in the sample's decoder pass (t_rl);
-backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code); a
+backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
+``criterions/nonfinite.py``); a
 decode that met a non-finite distribution counts as a non-finite loss.
 """
 import contextlib
@@ -102,9 +103,9 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq_plugins.criterions.focal_copy_coverage import (
     FocalCopyCoverageConfig,
     FocalCopyCoverageCriterion,
-    NonFinitePolicy,
     target_log_probs,
 )
+from fairseq_plugins.criterions.nonfinite import NonFinitePolicy
 from fairseq_plugins.generation.sampling import FreeRun, encoder_input, sample_and_greedy, teacher_forcing_input
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
 from fairseq_plugins.text.markers import marker_index

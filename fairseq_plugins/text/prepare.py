@@ -84,45 +84,42 @@ def _rate(part, whole):
     return round(part / whole, 6) if whole else 0.0
 
 
+def mark_side(tokens, vocab, oov, new_markers, counts):
+    """One side of a document with its OOV words as markers.  ``oov`` (word -> k) holds the document's OOV words
+    so far; an OOV word not in it gets the next marker while ``oov`` holds fewer than ``new_markers`` words (the
+    source: num_markers; the target: 0, since a summary can copy only source words), else <unk>.  Adds to
+    ``counts``' tokens and oov_tokens.  Returns (tokens, the OOV words left as <unk>, OOV tokens given a marker)."""
+    out, unknown, copyable = [], [], 0
+    for tok in tokens:
+        if tok in vocab:
+            out.append(tok)
+            continue
+        counts["oov_tokens"] += 1
+        if tok not in oov and len(oov) < new_markers:
+            oov[tok] = len(oov)
+        if tok in oov:
+            copyable += 1
+            out.append(markers.marker(oov[tok]))
+        else:
+            unknown.append(tok)
+            out.append(UNK)
+    counts["tokens"] += len(tokens)
+    return out, unknown, copyable
+
+
 def mark_document(src_tokens, tgt_tokens, vocab, num_markers, stats):
     """Replace OOV words by markers.  Returns (source tokens, target tokens or None, OOV words in marker order)."""
     oov = {}
-    overflow = set()
-    out_src = []
-    for tok in src_tokens:
-        if tok in vocab:
-            out_src.append(tok)
-            continue
-        stats.src["oov_tokens"] += 1
-        k = oov.get(tok)
-        if k is None:
-            if len(oov) >= num_markers:
-                overflow.add(tok)
-                out_src.append(UNK)
-                continue
-            k = oov[tok] = len(oov)
-        out_src.append(markers.marker(k))
-    stats.src["tokens"] += len(src_tokens)
+    out_src, overflow, _ = mark_side(src_tokens, vocab, oov, num_markers, stats.src)
     if overflow:
         stats.marker_overflow_documents += 1
-        stats.marker_overflow_words += len(overflow)
+        stats.marker_overflow_words += len(set(overflow))
     stats.max_markers_in_document = max(stats.max_markers_in_document, len(oov))
     out_tgt = None
     if tgt_tokens is not None:
-        out_tgt = []
-        for tok in tgt_tokens:
-            if tok in vocab:
-                out_tgt.append(tok)
-                continue
-            stats.tgt["oov_tokens"] += 1
-            k = oov.get(tok)
-            if k is None:
-                stats.tgt["unk_tokens"] += 1
-                out_tgt.append(UNK)
-            else:
-                stats.tgt["copyable_tokens"] += 1
-                out_tgt.append(markers.marker(k))
-        stats.tgt["tokens"] += len(tgt_tokens)
+        out_tgt, unknown, copyable = mark_side(tgt_tokens, vocab, oov, 0, stats.tgt)
+        stats.tgt["unk_tokens"] += len(unknown)
+        stats.tgt["copyable_tokens"] += copyable
     return out_src, out_tgt, list(oov)
 
 
@@ -198,7 +195,10 @@ def report_split(name, stats, max_src, max_tgt):
 
 
 # ----------------------------------------------------------------------------------------------- build mode
-def _raw_files(raw_dir, splits):
+def raw_files(raw_dir, splits):
+    """{split: (RAW_DIR/split.src, RAW_DIR/split.tgt or None)} for ``splits``; a UserError naming the file when
+    a source (or the training target) is missing or a source and its target differ in line count.  Also read
+    by scripts/train_word2vec.py, so that it trains on exactly the files summ-prepare reads."""
     if not os.path.isdir(raw_dir):
         raise UserError(f"{raw_dir}: no such directory")
     files = {}
@@ -226,27 +226,26 @@ def _sp_training_texts(src, tgt, lowercase):
             yield line.lower() if lowercase else line
 
 
+def _tokenize_side(tokenizer, line, side, limit, stats, out, counts):
+    """One side ("src" or "tgt") of one document: tokenized, its length counted in ``stats``, truncated to
+    ``limit`` (0: no limit), written to ``out`` and its tokens counted in ``counts`` when given."""
+    toks = tokenizer(line)
+    stats.length(side, len(toks), limit)
+    if limit:
+        toks = toks[:limit]
+    out.write(" ".join(toks) + "\n")
+    if counts is not None:
+        counts.update(toks)
+
+
 def _tokenize_split(tokenizer, src, tgt, max_src, max_tgt, plain_src, plain_tgt, stats, counts):
     """Pass 1: tokenize and truncate, write plain token files, count tokens when ``counts`` is given."""
     tgt_lines = read_lines(tgt) if tgt is not None else None
     for _, line in read_lines(src):
         stats.documents += 1
-        toks = tokenizer(line)
-        stats.length("src", len(toks), max_src)
-        if max_src:
-            toks = toks[:max_src]
-        plain_src.write(" ".join(toks) + "\n")
-        if counts is not None:
-            counts.update(toks)
+        _tokenize_side(tokenizer, line, "src", max_src, stats, plain_src, counts)
         if tgt_lines is not None:
-            _, tline = next(tgt_lines)
-            ttoks = tokenizer(tline)
-            stats.length("tgt", len(ttoks), max_tgt)
-            if max_tgt:
-                ttoks = ttoks[:max_tgt]
-            plain_tgt.write(" ".join(ttoks) + "\n")
-            if counts is not None:
-                counts.update(ttoks)
+            _tokenize_side(tokenizer, next(tgt_lines)[1], "tgt", max_tgt, stats, plain_tgt, counts)
 
 
 def build(args):
@@ -271,7 +270,7 @@ def build(args):
         num_markers = args.max_source_len
     if num_markers < 0:
         raise UserError("--num-markers cannot be negative")
-    files = _raw_files(args.raw_dir, splits)
+    files = raw_files(args.raw_dir, splits)
     out_dir = args.out_dir
     tok_dir = os.path.join(out_dir, "tok")
     os.makedirs(tok_dir, exist_ok=True)

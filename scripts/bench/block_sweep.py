@@ -3,7 +3,7 @@
 
 modules/additive_scores.py computes v^T tanh(k + q + w_c c) a few batch rows at a time, so that each block
 stays in the CPU cache between the operations that read it.  The block size per thread comes from the cache
-sizes the kernel reads from sysfs (``block_floats_per_thread``).  This script measures the alternatives side by
+sizes the kernel reads from sysfs (``modules/cpu_cache.py``).  This script measures the alternatives side by
 side, in turns (a drifting machine affects them alike):
 
   * ``--mode kernel``: forward + backward of the scores over T decoder steps with coverage, on random tensors
@@ -32,6 +32,7 @@ from machine import cache_sizes, describe_machine  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.modules import additive_scores as scores_module  # noqa: E402
+from fairseq_plugins.modules.cpu_cache import block_size  # noqa: E402
 from fairseq_plugins.modules.step_gradient import share_across_steps  # noqa: E402
 
 WHOLE_BATCH = 1 << 40  # floats: more than any batch, so one block
@@ -107,9 +108,8 @@ def main(argv=None):
     if any(b < 0 for b in blocks):
         parser.error("--blocks must be >= 0")
     print(describe_machine())
-    chosen = scores_module.BLOCK_FLOATS * 4 // 1024
-    print(f"caches: {cache_sizes().describe()}; the kernel's block: {chosen} KiB per thread "
-          f"({scores_module.BLOCK_SOURCE})")
+    floats, why = block_size()
+    print(f"caches: {cache_sizes().describe()}; the kernel's block: {floats * 4 // 1024} KiB per thread ({why})")
     if args.mode == "kernel":
         shape = f"B x S x A = {args.batch} x {args.src_len} x {args.attn_dim}, {args.steps} steps"
         results = sweep(blocks, args.rounds,

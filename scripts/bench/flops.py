@@ -88,14 +88,15 @@ A attention, O readout, V output vocabulary):
                                                                  # FLOPs per target token per model
 """
 import argparse
-import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Tuple
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+DCA_AGENTS, DCA_LAYERS = 3, 2  # M and K of the benchmark's dca_lstm row (the paper's)
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,32 @@ def dataset_lengths(bin_dir: Path, split: str = "train") -> Tuple[np.ndarray, np
     return lengths[0], lengths[1]
 
 
+def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -> dict:
+    """Each row of throughput.py's table, its forward FLOPs (ModelCount: per document pair, as a function of
+    (source length, target length), and per batch): the formulas above with the benchmark's sizes and the data's
+    output vocabularies."""
+    from fairseq.data import Dictionary
+
+    import fairseq_plugins  # noqa: F401
+    from fairseq_plugins.text.markers import first_marker_index
+
+    dictionary = Dictionary.load(str(bin_dir / "dict.tgt.txt"))
+    regular = first_marker_index(dictionary)
+    onmt_sizes = Sizes(encoder_hidden=onmt_hidden // 2, decoder_hidden=onmt_hidden, attention=onmt_hidden,
+                       vocab=onmt_vocab or regular)
+    return {
+        "onmt": ModelCount(partial(onmt_rnn_forward, onmt_sizes)),
+        "onmt_copy_cov": ModelCount(partial(onmt_rnn_forward, onmt_sizes, copy=True)),
+        "lstm": ModelCount(partial(fairseq_lstm_forward, Sizes(vocab=len(dictionary)))),
+        "pgn_lstm": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),
+        "pgn_lstm_a512": ModelCount(partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular))),
+        "pgn_lstm_paulus2017": ModelCount(partial(paulus_forward, Sizes(vocab=regular)),
+                                          paulus_per_batch(Sizes(vocab=regular))),
+        "dca_lstm": ModelCount(partial(dca_lstm_forward, Sizes(vocab=regular), agents=DCA_AGENTS,
+                                       contextual_layers=DCA_LAYERS)),
+    }
+
+
 def describe(forward: Dict[str, float]) -> Iterable[str]:
     total = sum(forward.values())
     for name, value in sorted(forward.items(), key=lambda kv: -kv[1]):
@@ -332,9 +359,6 @@ def main(argv=None):
     parser.add_argument("--data-bin", type=Path, default=ROOT / "runs" / "bench" / "lcsts_char" / "bin")
     parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch (for the per-batch terms)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from throughput import model_flops  # noqa: E402
-
     pairs = dataset_lengths(args.data_bin)
     batches = batch_count(pairs, args.max_tokens)
     print(f"{args.data_bin}: {len(pairs[0])} training pairs, mean source {pairs[0].mean():.1f} and target "

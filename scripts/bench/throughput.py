@@ -82,8 +82,7 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flops import ModelCount, Sizes, batch_count, dataset_lengths, dca_lstm_forward, fairseq_lstm_forward  # noqa
-from flops import onmt_rnn_forward, paulus_forward, paulus_per_batch, pgn_lstm_forward  # noqa: E402
+from flops import DCA_AGENTS, DCA_LAYERS, batch_count, dataset_lengths, model_flops  # noqa: E402
 from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
 from peers import onmt  # noqa: E402
 
@@ -93,7 +92,6 @@ LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
 # emb 128, bidirectional encoder 2 x 256, decoder 256, one layer each, same dropout.
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",
          "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--dropout", "0.1"]
-DCA_AGENTS, DCA_LAYERS = 3, 2  # M and K of the dca_lstm row (the paper's)
 MODELS = {
     "lstm": ["--arch", "lstm", "--encoder-bidirectional", "--criterion", "cross_entropy"],
     "pgn_lstm": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],  # attention size 256 (default)
@@ -350,31 +348,6 @@ def measure_rl(args, bin_dir: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- FLOPs
-def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -> dict:
-    """Each row's forward FLOPs (flops.ModelCount: per document pair, as a function of (source length, target
-    length), and per batch): flops.py's formulas with the benchmark's sizes and the data's output vocabularies."""
-    from fairseq.data import Dictionary
-
-    import fairseq_plugins  # noqa: F401
-    from fairseq_plugins.text.markers import first_marker_index
-
-    dictionary = Dictionary.load(str(bin_dir / "dict.tgt.txt"))
-    regular = first_marker_index(dictionary)
-    onmt_sizes = Sizes(encoder_hidden=onmt_hidden // 2, decoder_hidden=onmt_hidden, attention=onmt_hidden,
-                       vocab=onmt_vocab or regular)
-    return {
-        "onmt": ModelCount(partial(onmt_rnn_forward, onmt_sizes)),
-        "onmt_copy_cov": ModelCount(partial(onmt_rnn_forward, onmt_sizes, copy=True)),
-        "lstm": ModelCount(partial(fairseq_lstm_forward, Sizes(vocab=len(dictionary)))),
-        "pgn_lstm": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),
-        "pgn_lstm_a512": ModelCount(partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular))),
-        "pgn_lstm_paulus2017": ModelCount(partial(paulus_forward, Sizes(vocab=regular)),
-                                          paulus_per_batch(Sizes(vocab=regular))),
-        "dca_lstm": ModelCount(partial(dca_lstm_forward, Sizes(vocab=regular), agents=DCA_AGENTS,
-                                       contextual_layers=DCA_LAYERS)),
-    }
-
-
 def add_utilisation(results: dict, counts: dict, pairs, batches: int, peak_gflops: float) -> None:
     """Each row's MFLOP per target token, achieved GFLOP/s, MFU and its analytic work's shares by term."""
     for name, row in results.items():

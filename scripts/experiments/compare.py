@@ -13,15 +13,16 @@ Each --variant, --continue and --decode is one quoted string of words (shell quo
 Steps (each through the project's own scripts; logs in WORK/logs/):
   1. the corpus: ``lcsts`` = LCSTS PART_II, train.tsv for training, val.tsv split in file order into
      --valid-size pairs for validation and the rest for the test set; ``cnndm`` = See et al.'s 10,000 CNN/DM
-     test documents split by id (first 500 test, next 300 validation, 9,200 training; articles as released,
-     400 tokens at most); then preprocess.sh with --config's PREP_ARGS;
+     test documents split by id (first 500 test, next 300 validation, 9,200 training; articles in full as
+     released, up to 2,466 tokens); then preprocess.sh with --config's PREP_ARGS (which truncate sources);
   2. every --variant: train.sh -c CONFIG for exactly --updates updates (same batches, same seed), keeping
      checkpoint_best.pt by the config's criterion; every --continue: train.sh -c CONFIG from PARENT's
      checkpoint_best.pt (``--finetune-from-model``: its weights, a fresh optimizer, schedule and data order) for
      --continue-updates updates (e.g. more ML with PARENT's config, or RL with an _rl config);
   3. every system x every --decode: generate.sh --split test (the config's GEN_ARGS plus the decode's options),
      official ROUGE-1.5.5 F1 (summ-rouge; Chinese on characters mapped to ids), repeated trigrams (words or
-     characters), mean length, decode sentences/s (fairseq's own timing of the generation);
+     characters), novel bigrams and copied sentences against the test sources (summ-analyze's definitions),
+     mean length, decode sentences/s (fairseq's own timing of the generation);
   4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
 A system whose training finished in WORK is reused (its decode rows are recomputed) only when its recorded
 training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
@@ -39,8 +40,8 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import (ROOT, Experiment, cnndm_raw, decode_facts, lcsts_raw, lead, official_rouge,  # noqa: E402
-                 read_lines, repetition, train_facts, write_lines)
+from lib import (ROOT, Experiment, abstraction, cnndm_raw, decode_facts, lcsts_raw, lead,  # noqa: E402
+                 official_rouge, read_lines, repetition, train_facts, write_lines)
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
 
@@ -206,6 +207,7 @@ def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, 
     row = {"system": label, "decode": decode_label, "decode_options": decode_extra,
            "rouge": official_rouge(exp, data / "ref" / "test.tgt", hyps, lang, name)}
     row.update(repetition(summaries, lang))
+    row.update(abstraction(read_lines(exp.work / "raw" / "test.src"), summaries, lang))
     row.update(decode_facts(exp.logs / f"generate_{name}.log"))
     return row
 
@@ -216,14 +218,15 @@ def fmt(value, digits=2):
 
 def table(rows, trained):
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | summaries with a repeat % | "
-             "mean length | decode sent/s | updates | train min | train words/s | valid NLL (bits/token) |",
-             "|" + "---|" * 13]
+             "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | train min | train words/s | valid NLL (bits/token) |",
+             "|" + "---|" * 15]
     for row in rows:
         facts = trained.get(row["system"], {})
         rouge = row["rouge"]
         lines.append(" | ".join([
             f"| {row['system']}", row["decode"], fmt(rouge["ROUGE-1"]), fmt(rouge["ROUGE-2"]), fmt(rouge["ROUGE-L"]),
-            fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1), fmt(row.get("mean_length"), 1),
+            fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1),
+            fmt(row.get("novel_2grams"), 1), fmt(row.get("copied_sentences"), 1), fmt(row.get("mean_length"), 1),
             fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("train_min"), 1),
             fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3)]) + " |")
     return lines
@@ -247,6 +250,7 @@ def main():
         row = {"system": f"LEAD-{args.lead}", "decode": "", "rouge": official_rouge(
             exp, data / "ref" / "test.tgt", hyps, lang, "lead")}
         row.update(repetition([h.replace(" <q> ", " ") for h in read_lines(hyps)], lang))
+        row.update(abstraction(read_lines(raw / "test.src"), read_lines(hyps), lang))
         rows.insert(0, row)
     command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [f"# {args.name}", "", f"Command: `{command}`", "",
@@ -257,7 +261,9 @@ def main():
              + f"; threads: {args.threads or 'torch default'}.",
              "ROUGE: official ROUGE-1.5.5 F1 (summ-rouge" + (", characters mapped to ids" if lang == "zh" else "")
              + ") on the test set. Repeated trigrams: trigrams of "
-             + ("characters" if lang == "zh" else "words") + " that repeat an earlier trigram of the same summary.",
+             + ("characters" if lang == "zh" else "words") + " that repeat an earlier trigram of the same summary. "
+             "Novel 2-grams, copied sentences: of the summaries' bigrams and sentences, those not in / found verbatim "
+             "in the test source (summ-analyze's definitions, pooled).",
              "", *table(rows, trained), "", "Systems:"]
     lines += [f"- {label}: `{text}`" for label, text in options.items()]
     lines += [f"- decoding {label}: `{extra or '(the config GEN_ARGS)'}`" for label, extra in args.decode]

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever checkout the venv was installed from
+from fairseq_plugins.scoring import abstractiveness  # noqa: E402
+from fairseq_plugins.text import textio  # noqa: E402
+
 SHARED = ROOT.parent / "shared" / "data"
 LCSTS = SHARED / "lcsts_part2"
 CNNDM = SHARED / "cnndm_see2017" / "part_a.jsonl.gz"
@@ -69,7 +73,8 @@ class Experiment:
 
 # ----------------------------------------------------------------------------------------------- text files
 def read_lines(path: Path) -> List[str]:
-    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+    """The lines of a UTF-8 file as :func:`fairseq_plugins.text.textio.read_lines` reads them."""
+    return [line for _, line in textio.read_lines(str(path))]
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
@@ -99,7 +104,9 @@ def lcsts_raw(exp: Experiment, raw: Path, valid_size: int = 500) -> Dict[str, in
 
 def cnndm_raw(exp: Experiment, raw: Path, test_size: int = 500, valid_size: int = 300) -> Dict[str, int]:
     """CNN/DailyMail articles and reference highlights of See et al.'s released test set (10,000 documents,
-    lower-cased, PTB-tokenized, articles truncated to 400 tokens as released), split by id: the first
+    lower-cased, PTB-tokenized; articles in full as released, 71 to 2,466 tokens, median 694, of which See et
+    al.'s models read the first 400; preprocess.sh truncates them to the config's --max-source-len, 800 in
+    configs/cnndm_small.conf), split by id: the first
     ``test_size`` ids are the test set, the next ``valid_size`` the validation set, the rest the training set.
     Reference sentences are joined with `` <q> `` (summary-level ROUGE-L splits on it)."""
     if not CNNDM.is_file():
@@ -147,32 +154,34 @@ def official_rouge(exp: Experiment, refs: Path, hyps: Path, lang: str, name: str
 
 
 # ----------------------------------------------------------------------------------------------- statistics
-def units(text: str, lang: str) -> List[str]:
-    """Words (English, whitespace tokens) or characters (Chinese, whitespace removed): ROUGE's units."""
-    return [ch for ch in text if not ch.isspace()] if lang == "zh" else text.split()
-
-
 def repetition(summaries: Sequence[str], lang: str) -> Dict[str, float]:
     """``repeated_trigrams``: percent of all trigrams that repeat an earlier trigram of the same summary;
-    ``with_repeat``: percent of summaries with at least one such trigram; ``mean_length`` in units."""
-    repeated = total = with_repeat = 0
-    lengths = []
-    for summary in summaries:
-        tokens = units(summary, lang)
-        lengths.append(len(tokens))
-        grams = [tuple(tokens[i:i + 3]) for i in range(len(tokens) - 2)]
-        extra = len(grams) - len(set(grams))
-        repeated, total, with_repeat = repeated + extra, total + len(grams), with_repeat + (extra > 0)
-    n = max(len(summaries), 1)
-    return {"repeated_trigrams": 100.0 * repeated / max(total, 1), "with_repeat": 100.0 * with_repeat / n,
-            "mean_length": statistics.mean(lengths) if lengths else 0.0}
+    ``with_repeat``: percent of summaries with at least one such trigram; ``mean_length`` in units (words;
+    Chinese: characters).  summ-analyze's code and definitions (sentence separators such as <q> are no units)."""
+    figures = abstractiveness.aggregate([abstractiveness.summary_counts(s, lang) for s in summaries])
+    return {"repeated_trigrams": _or_zero(figures, "repeated_trigrams"),
+            "with_repeat": _or_zero(figures, "with_repeat"), "mean_length": _or_zero(figures, "tokens")}
+
+
+def abstraction(sources: Sequence[str], summaries: Sequence[str], lang: str) -> Dict[str, float]:
+    """``novel_2grams``: percent of the summaries' bigrams that are not in their source; ``copied_sentences``:
+    percent of their sentences found verbatim in their source.  Both pooled over the documents (summ-analyze)."""
+    figures = abstractiveness.aggregate([abstractiveness.document_counts(src, summ, lang)
+                                         for src, summ in zip(sources, summaries)])
+    return {"novel_2grams": _or_zero(figures, "novel_2grams"),
+            "copied_sentences": _or_zero(figures, "copied_sentences")}
+
+
+def _or_zero(figures: Dict, key: str) -> float:
+    """A pooled figure, 0.0 when no document defines it (no summary, or no trigram at all)."""
+    return figures.get(key, {}).get("pooled") or 0.0
 
 
 def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
     """LEAD-N: the first ``size`` sentences (English, ending at '.', '!' or '?' tokens) or characters (Chinese,
     whitespace removed) of each source."""
     if lang == "zh":
-        return ["".join(units(src, lang))[:size] for src in sources]
+        return ["".join(abstractiveness.tokens(src, lang))[:size] for src in sources]
     return [" <q> ".join(sentences(src)[:size]) for src in sources]
 
 

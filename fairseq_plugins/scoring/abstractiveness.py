@@ -1,0 +1,342 @@
+"""``summ-analyze``: how abstractive, how repetitive and how long summaries are, against their sources.
+
+    summ-analyze --source SRC --hyp SYS1.txt [--hyp SYS2.txt ...] [--ref REF.txt] [--lang en|zh] [--lower]
+                 [--json OUT.json] [--plot OUT.png] [--html OUT.html]
+
+Inputs are line-aligned plain text, one document a line, as ``generate.sh`` writes summaries and ``summ-rouge``
+reads them; the reference, when given, is one more system.  Pure Python (no fairseq, no torch).
+
+Definitions (every figure is per system):
+
+* **Tokens**: English: the whitespace tokens of the text as given (lower-cased with ``--lower``); Chinese
+  (``--lang zh``): its characters, whitespace removed, as the project's Chinese ROUGE counts them.  The
+  sentence separators ``<q>`` and ``##SENT##`` are not tokens: they only end sentences.  A summary and its
+  source are each one token sequence (n-grams and fragments run across sentence ends).
+* **Sentences**: as ``summ-rouge`` splits a line (:func:`rouge_python.split_sentences`): at ``<q>`` or
+  ``##SENT##`` when the line has one, else (English) after each token made of ``.``, ``!`` or ``?``; a Chinese
+  line without a separator is one sentence.
+* **Novel n-grams**, n = 1..4 (See et al. 2017, Figure 6): the share of the summary's n-grams, counted with
+  repeats, that occur nowhere in its source.  A summary shorter than n has no n-grams; a source shorter than n
+  has none either, so then every n-gram of the summary is novel.
+* **Copied sentences** (See et al. 2017, section 7.2): the share of the summary's sentences whose tokens occur
+  verbatim as one contiguous token span of the source.
+* **Extractive fragments** (Grusky, Naaman & Artzi 2018, Newsroom, section 4): the greedy matching F(A, S) of
+  summary S against article A: from summary position i = 1, scan A left to right; at each A_j = S_i extend the
+  match as far as it goes, keep it if strictly longer than the best so far (so the first longest wins) and go
+  on scanning after its end; then take the best as a fragment and move i past it (or by one token if there was
+  none).  **Coverage** = sum |f| / |S| (the share of summary tokens inside a fragment, 0-1), **density** =
+  sum |f|^2 / |S| (the mean length of the fragment each summary token belongs to), **compression** = |A| / |S|.
+* **Repeated trigrams** (the experiment tables' definition; ``scripts/experiments/lib.py`` uses this code): the
+  share of the summary's trigrams equal to an earlier trigram of the same summary (a trigram occurring k times
+  counts k - 1); **summaries with a repeat**: the share of summaries with at least one.
+* **Lengths**: mean tokens and sentences per summary, and the share of empty summaries (no token); empty
+  summaries are counted in every mean.
+
+Pooling: a share is **pooled over the corpus** (sum of numerators / sum of denominators over all documents, so
+a long summary weighs more); its **per-document mean** (the mean of each document's own share, over the
+documents where it is defined: at least one n-gram, sentence or token) is given beside it.  Shares of
+summaries and mean lengths are the same either way and have one number.  Compression of an empty summary is
+undefined, so its document is left out of both compression figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from fairseq_plugins.scoring.rouge_python import split_sentences
+from fairseq_plugins.text.textio import UserError, display_name, read_lines, run_cli
+
+PROG = "summ-analyze"
+MAX_N = 4
+SEPARATORS = ("<q>", "##SENT##")
+REFERENCE = "reference"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    scale: float  # 100: a share shown in percent
+    per_summary: bool  # one value per summary (denominator 1): pooled and per-document mean are the same
+
+
+FIGURES = (
+    *(Figure(f"novel_{n}grams", f"novel {n}-grams %", 100, False) for n in range(1, MAX_N + 1)),
+    Figure("copied_sentences", "copied sentences %", 100, False),
+    Figure("coverage", "fragment coverage (0-1)", 1, False),
+    Figure("density", "fragment density", 1, False),
+    Figure("compression", "compression (source/summary)", 1, False),
+    Figure("repeated_trigrams", "repeated trigrams %", 100, False),
+    Figure("with_repeat", "summaries with a repeat %", 100, True),
+    Figure("tokens", "mean length, tokens", 1, True),
+    Figure("sentences", "mean length, sentences", 1, True),
+    Figure("empty", "empty summaries %", 100, True),
+)
+SOURCE_FREE = ("repeated_trigrams", "with_repeat", "tokens", "sentences", "empty")  # need no source
+
+Counts = Dict[str, Tuple[float, float]]  # figure -> (numerator, denominator) of one document
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A copied span: ``length`` summary tokens from ``summary_start`` equal the source's from ``source_start``."""
+    summary_start: int
+    source_start: int
+    length: int
+
+
+# ---------------------------------------------------------------------------------------------- tokens
+def sentence_tokens(text: str, lang: str = "en", lower: bool = False) -> List[List[str]]:
+    """The text's sentences (as summ-rouge splits them), each as its tokens (words; Chinese: characters)."""
+    out = []
+    for sentence in split_sentences(text.lower() if lower else text, lang):
+        units = [ch for ch in sentence if not ch.isspace()] if lang == "zh" else sentence.split()
+        if units:
+            out.append(units)
+    return out
+
+
+def tokens(text: str, lang: str = "en", lower: bool = False) -> List[str]:
+    """The text as one token sequence, without sentence separators."""
+    return [tok for sentence in sentence_tokens(text, lang, lower) for tok in sentence]
+
+
+def ngrams(units: Sequence[str], n: int) -> List[tuple]:
+    return [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
+
+
+# ---------------------------------------------------------------------------------------------- figures of one pair
+def novel_ngrams(summary: Sequence[str], source: Sequence[str], n: int) -> Tuple[int, int]:
+    """(novel n-grams, all n-grams) of the summary, with repeats."""
+    grams = ngrams(summary, n)
+    seen = set(ngrams(source, n))
+    return sum(gram not in seen for gram in grams), len(grams)
+
+
+def copied_flags(sentences: Sequence[Sequence[str]], source: Sequence[str]) -> List[bool]:
+    """Per sentence: does it occur verbatim as a contiguous token span of the source?"""
+    # tokens hold no whitespace, so a space-padded join matches whole tokens only
+    haystack = " " + " ".join(source) + " "
+    return [f" {' '.join(s)} " in haystack for s in sentences]
+
+
+def copied_sentences(sentences: Sequence[Sequence[str]], source: Sequence[str]) -> Tuple[int, int]:
+    """(sentences found verbatim as a contiguous token span of the source, all sentences)."""
+    flags = copied_flags(sentences, source)
+    return sum(flags), len(flags)
+
+
+def fragments(article: Sequence[str], summary: Sequence[str]) -> List[Fragment]:
+    """Grusky et al. (2018) greedy F(A, S): the fragments, in summary order (see the module docstring).
+
+    Only positions where A_j = S_i matter to the scan, so it visits those (in order) instead of every j."""
+    where: Dict[str, List[int]] = {}
+    for j, tok in enumerate(article):
+        where.setdefault(tok, []).append(j)
+    out, i = [], 0
+    while i < len(summary):
+        best, scan = None, 0
+        for j in where.get(summary[i], ()):
+            if j < scan:  # inside the match found last: the scan went on after its end
+                continue
+            length = 1
+            while i + length < len(summary) and j + length < len(article) \
+                    and summary[i + length] == article[j + length]:
+                length += 1
+            if best is None or length > best.length:
+                best = Fragment(i, j, length)
+            scan = j + length
+        if best is not None:
+            out.append(best)
+        i += best.length if best is not None else 1
+    return out
+
+
+def repeated_trigrams(units: Sequence[str]) -> Tuple[int, int]:
+    """(trigrams equal to an earlier trigram of the same sequence, all trigrams)."""
+    grams = ngrams(units, 3)
+    return len(grams) - len(set(grams)), len(grams)
+
+
+def summary_counts(summary: str, lang: str = "en", lower: bool = False) -> Counts:
+    """The figures that need no source (repetition and length) of one summary, as (numerator, denominator)."""
+    return _summary_figures(sentence_tokens(summary, lang, lower))
+
+
+def _summary_figures(sentences: Sequence[Sequence[str]]) -> Counts:
+    units = [tok for s in sentences for tok in s]
+    repeats, trigrams = repeated_trigrams(units)
+    return {"repeated_trigrams": (repeats, trigrams), "with_repeat": (float(repeats > 0), 1),
+            "tokens": (len(units), 1), "sentences": (len(sentences), 1), "empty": (float(not units), 1)}
+
+
+def document_counts(source: str, summary: str, lang: str = "en", lower: bool = False) -> Counts:
+    """Every figure of one (source, summary) pair as (numerator, denominator)."""
+    sentences = sentence_tokens(summary, lang, lower)
+    units = [tok for s in sentences for tok in s]
+    article = tokens(source, lang, lower)
+    counts = _summary_figures(sentences)
+    for n in range(1, MAX_N + 1):
+        counts[f"novel_{n}grams"] = novel_ngrams(units, article, n)
+    counts["copied_sentences"] = copied_sentences(sentences, article)
+    lengths = [f.length for f in fragments(article, units)]
+    counts["coverage"] = (sum(lengths), len(units))  # Grusky et al. 2018, section 4
+    counts["density"] = (sum(x * x for x in lengths), len(units))
+    counts["compression"] = (len(article) if units else 0, len(units))
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------- corpus figures
+def aggregate(documents: Sequence[Counts]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Figure -> {"pooled": sum num / sum den, "doc_mean": mean of num / den where den > 0}, scaled (percent
+    for shares); None where no document defines the figure.  Only the figures present in the counts."""
+    out = {}
+    for fig in FIGURES:
+        if not documents or fig.key not in documents[0]:
+            continue
+        pairs = [doc[fig.key] for doc in documents]
+        total = sum(den for _, den in pairs)
+        defined = [num / den for num, den in pairs if den > 0]
+        out[fig.key] = {
+            "pooled": fig.scale * sum(num for num, _ in pairs) / total if total else None,
+            "doc_mean": fig.scale * sum(defined) / len(defined) if defined else None,
+        }
+    return out
+
+
+def analyze(sources: Sequence[str], systems: Dict[str, Sequence[str]], lang: str = "en",
+            lower: bool = False) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
+    """System name -> its corpus figures (``aggregate``); every system has one summary per source."""
+    return {name: aggregate([document_counts(src, summ, lang, lower) for src, summ in zip(sources, summaries)])
+            for name, summaries in systems.items()}
+
+
+# ---------------------------------------------------------------------------------------------- text report
+def _cell(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def format_report(results: Dict, n_docs: int, lang: str) -> str:
+    """A table, one row per figure and one column per system: the pooled value, the per-document mean in
+    brackets where the two can differ."""
+    names = list(results)
+    width = max(14, *(len(name) + 2 for name in names))
+    lines = [f"{PROG} | {n_docs} documents | lang={lang} | pooled over the corpus, per-document mean in brackets",
+             f"{'':<30}" + "".join(f"{name:>{width + 10}}" for name in names)]
+    for fig in FIGURES:
+        cells = []
+        for name in names:
+            value = results[name].get(fig.key)
+            if value is None:
+                cells.append("")
+            elif fig.per_summary:
+                cells.append(_cell(value["pooled"]))
+            else:
+                cells.append(f"{_cell(value['pooled'])} ({_cell(value['doc_mean'])})")
+        lines.append(f"{fig.label:<30}" + "".join(f"{cell:>{width + 10}}" for cell in cells))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- command line
+def read_aligned(source: str, others: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
+    """The lines of the source and of each other file; a UserError naming the file and the first line without
+    a partner when the line counts differ."""
+    sources = [line for _, line in read_lines(source)]
+    texts = []
+    for path in others:
+        lines = [line for _, line in read_lines(path)]
+        if len(lines) != len(sources):
+            short, long_ = (path, source) if len(lines) < len(sources) else (source, path)
+            first = min(len(lines), len(sources)) + 1
+            raise UserError(f"{display_name(path)} has {len(lines)} lines but the source {display_name(source)} "
+                            f"has {len(sources)}: line {first} of {display_name(long_)} has no partner in "
+                            f"{display_name(short)}")
+        texts.append(lines)
+    return sources, texts
+
+
+def system_names(paths: Sequence[str], names: Sequence[str]) -> List[str]:
+    """--name values, else each file's name without its extension (made unique with a number)."""
+    if names and len(names) != len(paths):
+        raise UserError(f"--name is given {len(names)} times for {len(paths)} --hyp files: give one per --hyp")
+    out = list(names) or [Path(p).stem or p for p in paths]
+    if REFERENCE in out:
+        raise UserError(f"the name '{REFERENCE}' is kept for --ref: rename that --hyp with --name")
+    seen: Dict[str, int] = {}
+    for i, name in enumerate(out):
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            out[i] = f"{name}#{seen[name]}"
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    first = __doc__.index("Definitions")
+    p = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="How abstractive, repetitive and long summaries are: novel n-grams, copied sentences,\n"
+                    "extractive fragment coverage / density / compression, repeated trigrams, lengths.\n"
+                    "Inputs are line-aligned plain text, one document a line; --ref is one more system.",
+        epilog=__doc__[first:].replace("**", "").replace("``", "'"))
+    p.add_argument("--source", required=True, metavar="FILE", help="source documents, one per line")
+    p.add_argument("--hyp", action="append", required=True, metavar="FILE",
+                   help="a system's summaries, one per line (repeat for several systems)")
+    p.add_argument("--name", action="append", default=[], metavar="NAME",
+                   help="a name per --hyp, in order (default: the file name without its extension)")
+    p.add_argument("--ref", metavar="FILE", help="reference summaries: analysed as one more system")
+    p.add_argument("--lang", choices=("en", "zh"), default="en", help="en: words; zh: characters")
+    p.add_argument("--lower", action="store_true", help="lower-case all texts first")
+    p.add_argument("--json", metavar="OUT", help="write the figures (and their definitions) as JSON")
+    p.add_argument("--plot", metavar="OUT.png", help="See et al.'s Figure 6: novel n-grams and copied sentences")
+    p.add_argument("--html", metavar="OUT.html", help="a page per document: the copied fragments highlighted")
+    p.add_argument("--html-docs", type=int, default=100, metavar="N",
+                   help="documents on the --html page: the first N (default 100; 0 = all)")
+    return p
+
+
+def to_json(results: Dict, n_docs: int, args) -> Dict:
+    return {"documents": n_docs, "lang": args.lang, "lower": args.lower,
+            "pooling": "pooled = sum of numerators / sum of denominators over the corpus; doc_mean = mean of "
+                       "the documents' own values where defined; shares in percent",
+            "figures": {fig.key: fig.label for fig in FIGURES}, "definitions": __doc__[__doc__.index("Definitions"):],
+            "systems": results}
+
+
+def run(argv: Optional[Sequence[str]] = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.html_docs < 0:
+        raise UserError(f"--html-docs must be 0 or more, not {args.html_docs}")
+    names = system_names(args.hyp, args.name)
+    paths = list(args.hyp) + ([args.ref] if args.ref else [])
+    sources, texts = read_aligned(args.source, paths)
+    if not sources:
+        raise UserError(f"{display_name(args.source)} is empty: nothing to analyse")
+    systems = dict(zip(names + ([REFERENCE] if args.ref else []), texts))
+    results = analyze(sources, systems, args.lang, args.lower)
+    print(format_report(results, len(sources), args.lang))
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(results, len(sources), args), indent=1,
+                                              ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.plot or args.html:
+        from fairseq_plugins import analysis_page
+
+        if args.plot:
+            analysis_page.render_png(results, args.plot, title="Novel n-grams and copied sentences: "
+                                     f"{len(sources)} documents ({args.lang})")
+        if args.html:
+            count = args.html_docs or len(sources)
+            page = analysis_page.render_html(sources[:count], {n: t[:count] for n, t in systems.items()},
+                                             args.lang, args.lower)
+            Path(args.html).write_text(page, encoding="utf-8")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_cli(PROG, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
