@@ -206,3 +206,30 @@ def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_pat
     assert pairs == [("2:single_sem", "1:single_mle"), ("3:agents_no_comm", "1:single_mle"),
                      ("3:agents_no_comm", "2:single_sem"), ("3:agents_no_comm_seed2", "1:single_mle_seed2")]
     assert rows[0].split("|")[3].strip().startswith("+5.00 [+0.00, +10.00]")  # B - A = (+10, 0) points
+
+
+def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path):
+    """Without results.json (a run stopped or still going), the report takes the systems whose training finished
+    and their scored decodings, as compare.py would have tabulated them; an unfinished system is left out."""
+    import dca2018_report as report
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "outputs").mkdir()
+    for label, finished in (("1:single_mle", True), ("2:single_sem", False)):
+        (tmp_path / "logs" / f"train_{label}.log").write_text("num_updates=10, wps=50\nnum_updates=20, wps=70\n")
+        model = tmp_path / "models" / label.replace(":", "_")
+        model.mkdir(parents=True)
+        if finished:
+            (model / "train_seconds").write_text("90.0\n")
+            (model / "valid_stats.json").write_text('{"nll_bits": 6.5, "end_cos_1": 0.25}')
+        (tmp_path / "logs" / f"rouge_{label}.beam.out").write_text(
+            "ROUGE-1 25.50 [25.0 - 26.0]\nROUGE-2 6.25 [6.0 - 6.5]\nROUGE-L 23.00 [22.5 - 23.5]\n")
+        (tmp_path / "outputs" / f"{label}.beam.txt").write_text("a b c a b c .\nd e .\n")
+    run = report.Run(tmp_path)
+    assert not run.finished and list(run.trained) == ["1:single_mle"]
+    facts = run.trained["1:single_mle"]
+    assert facts["updates"] == 20 and facts["train_min"] == 1.5 and facts["valid_nll_bits"] == 6.5
+    [row] = run.rows
+    assert row["system"] == "1:single_mle" and row["decode"] == "beam"
+    assert row["rouge"] == {"ROUGE-1": 25.5, "ROUGE-2": 6.25, "ROUGE-L": 23.0}
+    assert abs(row["repeated_trigrams"] - 100 / 6) < 1e-9  # 1 repeat among 5 + 1 trigrams

@@ -22,7 +22,7 @@ from typing import Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from lib import ROOT, Experiment, read_lines, sentences  # noqa: E402
+from lib import ROOT, ROUGE_ROW, Experiment, read_lines, repetition, sentences, train_facts  # noqa: E402
 from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402
 
 RESAMPLES = 10000
@@ -39,6 +39,11 @@ def repeated_sentences(summaries: Sequence[str], distance: int) -> float:
     return 100.0 * repeats / max(candidates, 1)
 
 
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a glob pattern (labels hold ':' and '+', which are literal, and may hold '[')."""
+    return text.replace("[", "[[]")
+
+
 def split_seed(label: str):
     """'2:single_sem_seed2' -> ('2:single_sem', '_seed2'); a label without a seed -> (label, '')."""
     head, sep, tail = label.rpartition("_seed")
@@ -51,8 +56,38 @@ class Run:
     def __init__(self, work: Path):
         self.work = work.resolve()
         self.exp = Experiment("dca2018_report", self.work)
-        results = json.loads((self.work / "results.json").read_text(encoding="utf-8"))
-        self.rows, self.trained = results["rows"], results["trained"]
+        results = self.work / "results.json"
+        if results.is_file():  # the run finished: compare.py's own figures
+            table = json.loads(results.read_text(encoding="utf-8"))
+            self.rows, self.trained = table["rows"], table["trained"]
+            self.finished = True
+        else:  # a run still going or stopped: the systems and decodings it finished
+            self.rows, self.trained = self.finished_rows()
+            self.finished = False
+
+    def finished_rows(self):
+        """(rows, trained) as compare.py would write them, for the systems whose training finished (MODEL/
+        train_seconds) and their decodings that were scored (logs/rouge_LABEL.DECODE.out)."""
+        rows, trained = [], {}
+        for log in sorted(self.exp.logs.glob("train_*.log")):
+            label = log.name[len("train_"):-len(".log")]
+            model = self.work / "models" / label.replace(":", "_")
+            if not (model / "train_seconds").is_file():
+                continue
+            trained[label] = dict(train_facts(log), train_min=float((model / "train_seconds").read_text()) / 60)
+            stats = model / "valid_stats.json"
+            if stats.is_file():
+                trained[label].update({f"valid_{k}": v for k, v in json.loads(stats.read_text()).items()})
+            for scored in sorted(self.exp.logs.glob(f"rouge_{glob_escape(label)}.*.out")):
+                decode = scored.name[len(f"rouge_{label}."):-len(".out")]
+                if decode.endswith(".per_doc"):
+                    continue
+                text = scored.read_text(encoding="utf-8")
+                row = {"system": label, "decode": decode,
+                       "rouge": {metric: float(value) for metric, value in ROUGE_ROW.findall(text)}}
+                row.update(repetition(read_lines(self.work / "outputs" / f"{label}.{decode}.txt"), "en"))
+                rows.append(row)
+        return rows, trained
 
     def per_doc(self, name: str) -> Path:
         """Official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt (cached in logs/)."""
@@ -74,11 +109,10 @@ class Run:
         return json.loads(stats.read_text(encoding="utf-8"))
 
 
-def collect(works: Sequence[Path]) -> List[Dict]:
-    """Every system x decoding of every work folder, with its per-document scores' path and its summaries."""
+def collect(runs: Sequence[Run]) -> List[Dict]:
+    """Every system x decoding of every run, with its per-document scores' path and its summaries."""
     entries = []
-    for work in works:
-        run = Run(work)
+    for run in runs:
         for row in run.rows:
             label, decode = row["system"], row["decode"]
             name = f"{label}.{decode}" if decode else "lead"
@@ -156,11 +190,13 @@ def seed_means(entries) -> List[str]:
 
 
 def report(works: Sequence[Path], out: Path, command: str) -> str:
-    entries = collect(works)
+    runs = [Run(work) for work in works]
+    entries = collect(runs)
     decodes = list(dict.fromkeys(e["decode"] for e in entries if e["decode"]))
     lines = ["# dca2018_cnndm: the poster's ablation of deep communicating agents at CPU scale", "",
-             f"Report: `{command}`", "", "Runs (each folder's own command is in its results.md):"]
-    lines += [f"- `{work}`" for work in works]
+             f"Report: `{command}`", "", "Runs (each finished folder's own command is in its results.md):"]
+    lines += [f"- `{run.work}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
+              for run in runs]
     lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", ""]
     for decode in decodes:
         lines += [*significance_table(entries, decode), ""]
