@@ -35,6 +35,9 @@ def test_generate_split_and_score_through_scripts(trained):
     assert summaries[-1] == "" and len(summaries) - 1 == 25  # one line per test document
     assert any(line.strip() for line in summaries)
     assert re.search(r"ROUGE-1\s.*\d+\.\d+", result.stderr), result.stderr[-2000:]
+    # then summ-analyze's summary against the source the model read, the reference as a second column
+    assert re.search(r"summ-analyze \| 25 documents \| lang=en", result.stderr), result.stderr[-2000:]
+    assert re.search(r"^novel 2-grams %\s+[\d.]+ \([\d.]+\)\s+[\d.]+ \([\d.]+\)$", result.stderr, re.M)
     assert not any(marker in "".join(summaries) for marker in ("<oov-", "</s>"))
 
 
