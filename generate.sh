@@ -8,7 +8,9 @@
 #   --input FILE    summarize raw documents, one per line ('-' = stdin), with fairseq-interactive
 #   --output FILE   where the summaries go (default: stdout); exactly one line per input document, in order
 #   --checkpoint    checkpoint file in SAVE_DIR (default: checkpoint_best.pt)
-#   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE)
+#   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE), then summ-analyze's
+#                   novel n-grams, copied sentences and repetition of the summaries and the references against
+#                   the source as the model read it (prepared and truncated, restored to text)
 # The model's own GEN_ARGS (recorded in SAVE_DIR/config.json when it was trained) set beam, lengths, blocking;
 # extra options override them.  -c CONFIG decodes with that config's GEN_ARGS instead, which is an error when
 # the model was trained with another config, unless --force-config.  A model directory without config.json
@@ -73,4 +75,11 @@ if [[ $score -eq 1 ]]; then
     lang="$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"]["lang"])' "$data/prep.json")"
     step "Official ROUGE-1.5.5 ($lang)"
     summ-rouge --refs "$refs" --hyps "$hyps" --lang "$lang" >&2
+    # the source as the model read it (prepared, truncated), restored to text as the summaries are
+    if [[ -n "$split" ]]; then src_tok="$data/tok/$split.src"; else src_tok="$work/input.src"; fi
+    awk '{ printf "H-%d\t0\t%s\n", NR - 1, $0 }' "$src_tok" > "$work/source.gen"
+    summ-restore --prep "$data/prep.json" --oov "$oov" --generate-output "$work/source.gen" --out "$work/source.txt"
+    lower="$(python -c 'import json, sys; print("--lower" if json.load(open(sys.argv[1]))["settings"]["lowercase"] else "")' "$data/prep.json")"
+    step "Novel n-grams, copied sentences, repetition (summ-analyze against the source the model read)"
+    summ-analyze --source "$work/source.txt" --hyp "$hyps" --name summaries --ref "$refs" --lang "$lang" $lower >&2
 fi
