@@ -57,10 +57,13 @@ class Run:
         self.work = work.resolve()
         self.exp = Experiment("dca2018_report", self.work)
         results = self.work / "results.json"
-        if results.is_file():  # the run finished: compare.py's own figures
+        if results.is_file():  # the run finished: compare.py's own figures, repetition counted anew below
             table = json.loads(results.read_text(encoding="utf-8"))
             self.rows, self.trained = table["rows"], table["trained"]
             self.finished = True
+            for row in self.rows:  # one definition of repeated trigrams for every run, whatever code wrote it
+                name = f"{row['system']}.{row['decode']}" if row["decode"] else "lead"
+                row.update(repetition(read_lines(self.work / "outputs" / f"{name}.txt"), "en"))
         else:  # a run still going or stopped: the systems and decodings it finished
             self.rows, self.trained = self.finished_rows()
             self.finished = False
