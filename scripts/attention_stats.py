@@ -42,7 +42,8 @@ except ImportError:  # run from a checkout without the editable install
     import fairseq_plugins
 
 from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
-from fairseq_plugins.criterions.semantic_cohesion import COHESION_STATES, DEFAULT_SENTENCE_END, pair_cosines
+from fairseq_plugins.criterions.semantic_cohesion import (COHESION_STATES, DEFAULT_SENTENCE_END, delimiter_ids,
+                                                         pair_cosines)
 from fairseq_plugins.text.textio import UserError, run_cli
 
 PROG = "attention_stats.py"
@@ -160,7 +161,10 @@ def body(argv):
     model, task = load(args.checkpoint, args.bin_dir, args.split)
     dictionary = task.target_dictionary
     pad, eos = dictionary.pad(), dictionary.eos()
-    end_ids = torch.tensor(sorted({dictionary.index(w) for w in DEFAULT_SENTENCE_END.split()} - {dictionary.unk()}))
+    try:
+        end_ids = delimiter_ids(dictionary, DEFAULT_SENTENCE_END)  # semantic_cohesion's sentence ends
+    except ValueError:  # a dictionary without them: no sentence-end cosines
+        end_ids = torch.zeros(0, dtype=torch.long)
     dataset = task.dataset(args.split)
     sizes = dataset.num_tokens_vec(np.arange(len(dataset)))  # what batching by --max-tokens counts
     if len(sizes) and sizes.max() > args.max_tokens:

@@ -39,11 +39,6 @@ def repeated_sentences(summaries: Sequence[str], distance: int) -> float:
     return 100.0 * repeats / max(candidates, 1)
 
 
-def glob_escape(text: str) -> str:
-    """``text`` as a literal in a glob pattern (labels hold ':' and '+', which are literal, and may hold '[')."""
-    return text.replace("[", "[[]")
-
-
 def split_seed(label: str):
     """'2:single_sem_seed2' -> ('2:single_sem', '_seed2'); a label without a seed -> (label, '')."""
     head, sep, tail = label.rpartition("_seed")
@@ -81,9 +76,10 @@ class Run:
             stats = model / "valid_stats.json"
             if stats.is_file():
                 trained[label].update({f"valid_{k}": v for k, v in json.loads(stats.read_text()).items()})
-            for scored in sorted(self.exp.logs.glob(f"rouge_{glob_escape(label)}.*.out")):
-                decode = scored.name[len(f"rouge_{label}."):-len(".out")]
-                if decode.endswith(".per_doc"):
+            prefix = f"rouge_{label}."
+            for scored in sorted(self.exp.logs.glob("rouge_*.out")):
+                decode = scored.name[len(prefix):-len(".out")]
+                if not scored.name.startswith(prefix) or decode.endswith(".per_doc"):
                     continue
                 text = scored.read_text(encoding="utf-8")
                 row = {"system": label, "decode": decode,
