@@ -27,7 +27,14 @@ decodes it with too; fairseq's defaults fill what they leave out (max_len_b 200,
 A model directory without config.json (trained before it existed) gets ``configs/scitldr_small.conf``'s
 (beam 5, max_len_a 0, max_len_b 60, min_len 5, batch size 32), with a warning.  Keyword arguments override.
 Every input gets exactly one summary, in order, an empty document included.
-A text is one document: line breaks inside it are read as spaces (``generate.sh`` would split there).
+A text is one document: line breaks inside it are read as spaces (``generate.sh`` would split there).  A text is
+read as ``generate.sh --input`` reads a line of a file: a byte-order mark at its start is dropped (an encoding
+artifact, as at the start of a file), a ``\r`` (of a ``\r\n`` line end) is white space.
+
+The API checks its input as the command does: an unknown or misspelled option (``beam_size=1``,
+``block_ngram_repat=3``) is a ``TypeError`` naming it (with the closest known name), as are ``None`` or any
+document that is not a ``str``.  A call logs nothing at INFO level (only a warning per document the model cannot
+read whole, below).
 
 What the model cannot read is never lost silently: a document longer than prep.json's ``max_source_len`` loses
 its tail, and OOV words beyond its ``num_markers`` markers are read as ``<unk>`` (they cannot be copied), as
@@ -47,10 +54,12 @@ Checkpoints are read with torch's safe loading left on (``fairseq_plugins.regist
 a fairseq checkpoint holds).
 """
 import argparse
+import dataclasses
+import difflib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -71,6 +80,7 @@ FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1,
 # configs/scitldr_small.conf's GEN_ARGS: a model directory without config.json
 DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5)
 MAX_LISTED_DOCUMENTS = 5  # LossyInputError names this many documents, then counts the rest
+BYTE_ORDER_MARK = "\ufeff"
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +160,53 @@ class SummaryDetails:
     summary_markers: List[str] = field(default_factory=list)  # T generated tokens as the model wrote them
     oov_words: List[str] = field(default_factory=list)  # the document's OOV words, K-th = word of <oov-K>
     input_report: InputReport = field(default_factory=InputReport)  # what of the document the model did not read
+
+
+def known_options() -> List[str]:
+    """The option names ``summarize`` takes: fairseq's generation options (its GenerationConfig), the project's
+    search options (n-gram blocking, coverage penalty) and ``batch_size``."""
+    from fairseq.dataclass.configs import GenerationConfig
+
+    from fairseq_plugins.tasks.summarization import GENERATOR_OPTIONS
+
+    fairseq_names = [f.name for f in dataclasses.fields(GenerationConfig) if not f.name.startswith("_")]
+    return sorted(set(fairseq_names) | set(GENERATOR_OPTIONS) | {"batch_size"})
+
+
+def check_options(options: Dict, caller: str = "summarize") -> None:
+    """A TypeError naming an option ``summarize`` does not know (and the closest known name), as Python does for
+    an unexpected keyword argument: a misspelled option must not be ignored silently."""
+    names = known_options()
+    for name in options:
+        if name not in names:
+            head = name.split("_")[0]  # beam_size -> beam
+            close = [head] if head in names else difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
+
+
+def check_texts(texts, caller: str = "summarize") -> List[str]:
+    """``texts`` as a list of documents; a TypeError for None, a single string, or a document that is not a str."""
+    if texts is None:
+        raise TypeError(f"{caller}() takes a list of documents (str), got None")
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{caller}() takes a list of documents, not a single {type(texts).__name__}")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"{caller}() takes a list of documents (str), got {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{caller}(): document {i} is {type(text).__name__}, not a str")
+    return texts
+
+
+def as_line(text: str) -> str:
+    """One document as ``generate.sh --input`` reads a line of a file (``text.textio.read_lines``): without a
+    leading byte-order mark, line breaks read as spaces."""
+    if text.startswith(BYTE_ORDER_MARK):
+        text = text[len(BYTE_ORDER_MARK):]
+    return text.replace("\n", " ")
 
 
 def resolve_device(device=None) -> torch.device:
@@ -330,7 +387,7 @@ class Summarizer:
         """One raw document prepared, with the counts of what truncation and marking lost (its InputReport)."""
         max_source_len = self.settings.get("max_source_len")
         stats = MarkStats()  # one document's counts
-        marked, oov_words = mark_source(text.replace("\n", " "), self.tokenizer, self.vocab, self.num_markers,
+        marked, oov_words = mark_source(as_line(text), self.tokenizer, self.vocab, self.num_markers,
                                         max_source_len, stats)
         ids = self.src_dict.encode_line(" ".join(marked), add_if_not_exist=False, append_eos=True).long()
         tokens = stats.src["longest"]  # before truncation
@@ -367,25 +424,31 @@ class Summarizer:
         return self.task.build_generator([self.model], args)
 
     def _batches(self, tokens: List[torch.Tensor], batch_size: int, max_positions):
-        """fairseq-interactive's batches of ``tokens``: the task's batch iterator's index batches in order, each
-        collated by the dataset, as its DataLoader would (with ``num_workers`` 0) but in this thread, touching
-        no process-wide state: the DataLoader warns about pinned memory on a CPU, and silencing that with
-        ``warnings.catch_warnings`` would garble the warning filters of concurrent calls."""
+        """fairseq-interactive's batches of ``tokens``: the index batches its batch iterator makes (fairseq's
+        ``get_batch_iterator``: the dataset's length order under seed 1 + epoch 1, the size filter, ``batch_by_size``
+        with a multiple of 1 as the summarization task sets it), in order, each collated by the dataset as its
+        DataLoader would (with ``num_workers`` 0) but in this thread.  Built here rather than by
+        ``get_batch_iterator``, which logs four INFO lines per call, and touching no process-wide state: the
+        DataLoader warns about pinned memory on a CPU, and silencing that with ``warnings.catch_warnings`` (or
+        a logger's level) would garble the state of concurrent calls."""
+        from fairseq.data import data_utils
+
         dataset = self.task.build_dataset_for_inference(tokens, [t.numel() for t in tokens])
-        iterator = self.task.get_batch_iterator(
-            dataset=dataset, max_tokens=None, max_sentences=batch_size, max_positions=max_positions,
-            ignore_invalid_inputs=False, disable_iterator_cache=True,
-        )
-        return [dataset.collater([dataset[i] for i in indices]) for indices in iterator.frozen_batches]
+        dataset.set_epoch(1)
+        with data_utils.numpy_seed(1 + 1):  # get_batch_iterator's seed + epoch
+            indices = dataset.ordered_indices()
+        indices = self.task.filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs=False)
+        batches = dataset.batch_by_size(indices, max_tokens=None, max_sentences=batch_size,
+                                        required_batch_size_multiple=1)
+        return [dataset.collater([dataset[i] for i in indices]) for indices in batches]
 
     def _generate(self, texts: Sequence[str], options: Dict, strict: bool = False):
         """[(Prepared, best hypothesis, generator)], one per text, in input order; ``options`` over
         ``self.generation``."""
-        if isinstance(texts, str):
-            raise TypeError("summarize() takes a list of documents, not a single string")
         from fairseq import utils
 
-        texts = list(texts)
+        texts = check_texts(texts)
+        check_options(options)
         generator_options = dict(self.generation, **options)
         batch_size = generator_options.pop("batch_size")
         generator = self.build_generator(**generator_options)
@@ -419,10 +482,17 @@ class Summarizer:
     def summarize(self, texts: Sequence[str], strict: bool = False, **options) -> List[str]:
         """One detokenized summary per raw document, in order (``generate.sh --input``'s output).  ``options``:
         beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_ignore,
-        coverage_penalty and other fairseq generation options; the default of each is the model's own
-        (``self.generation``).  A document the model cannot read whole is summarized from what it reads, with a
-        logged warning; ``strict=True`` raises :class:`LossyInputError` instead, before generating anything."""
-        return [self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words)
+        coverage_penalty and other fairseq generation options (:func:`known_options`; another name is a
+        TypeError); the default of each is the model's own (``self.generation``).  A document the model cannot
+        read whole is summarized from what it reads, with a logged warning; ``strict=True`` raises
+        :class:`LossyInputError` instead, before generating anything."""
+        return [text for text, _ in self.summarize_with_reports(texts, strict, **options)]
+
+    def summarize_with_reports(self, texts: Sequence[str], strict: bool = False,
+                               **options) -> List[Tuple[str, InputReport]]:
+        """Like :meth:`summarize`, each summary with its document's :class:`InputReport` (what the model did not
+        read of it), without :meth:`summarize_with_details`'s extra forward pass."""
+        return [(self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words), prepared.report)
                 for prepared, hypo, generator in self._generate(texts, options, strict)]
 
     def summarize_with_details(self, texts: Sequence[str], strict: bool = False,

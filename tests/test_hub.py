@@ -405,3 +405,52 @@ def test_concurrent_calls_from_threads_give_the_sequential_summaries(summarizer,
         got = list(pool.map(lambda docs: summarizer.summarize(docs, beam=2, max_len_b=10), inputs * 2))
     assert got == expected * 2
     assert warnings.filters == before
+
+
+# ---------------------------------------------------------------------------- the API behaves like the command
+@pytest.mark.parametrize("options, name, hint", [
+    ({"beam_size": 1}, "beam_size", "did you mean 'beam'?"),
+    ({"block_ngram_repat": 3}, "block_ngram_repat", "did you mean 'block_ngram_repeat'?"),
+    ({"beam": 2, "qwertyuiop": 1}, "qwertyuiop", "known options: batch_size, beam,"),
+])
+def test_unknown_or_misspelled_option_is_a_type_error(summarizer, options, name, hint):
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'") as err:
+        summarizer.summarize(["a document ."], **options)
+    assert hint in str(err.value)
+    with pytest.raises(TypeError, match=name):
+        summarizer.summarize_with_details(["a document ."], **options)
+
+
+@pytest.mark.parametrize("texts, message", [
+    (None, r"takes a list of documents \(str\), got None"),
+    ([None], "document 0 is NoneType, not a str"),
+    (["fine", b"bytes"], "document 1 is bytes, not a str"),
+    (7, r"takes a list of documents \(str\), got int"),
+])
+def test_none_or_a_document_that_is_no_string_is_a_type_error(summarizer, texts, message):
+    with pytest.raises(TypeError, match=message):
+        summarizer.summarize(texts)
+
+
+def test_bom_and_carriage_return_are_read_as_generate_sh_reads_a_file(trained, summarizer, tmp_path):
+    """A file with a byte-order mark and \\r\\n line ends, through summ-prepare --apply (generate.sh --input's
+    first step), gives the same tokens as the same lines given as strings, BOM and \\r included."""
+    _, _, model, _ = trained
+    lines = ["\ufeffwe propose a zyxwvut method .", "a second\rdocument with a carriage return .", ""]
+    raw = tmp_path / "crlf.txt"
+    raw.write_bytes("".join(line + "\r\n" for line in lines).encode("utf-8"))
+    run(["summ-prepare", "--apply", str(model / "prep.json"), "--input", str(raw), "--out-prefix",
+         str(tmp_path / "prepared")])
+    expected = (tmp_path / "prepared.src").read_text(encoding="utf-8").split("\n")[:-1]
+    as_strings = [" ".join(summarizer.prepare(line + "\r")[1]) for line in lines]
+    assert as_strings == expected
+    assert as_strings[0].split()[:2] == ["we", "propose"]  # the BOM is no word of its own, nor glued to "we"
+    clean = summarizer.summarize(["we propose a zyxwvut method ."], beam=2, max_len_b=10)
+    assert summarizer.summarize([lines[0]], beam=2, max_len_b=10) == clean
+    assert "\ufeff" not in summarizer.summarize(["\ufeffzyxwvut zyxwvut ."], beam=2, max_len_b=10)[0]
+
+
+def test_summarize_logs_nothing_at_info_level(summarizer, caplog):
+    with caplog.at_level("DEBUG"):
+        summarizer.summarize(["we propose a new method .", "a second document ."], beam=2, max_len_b=10)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 20] == []  # INFO and above: none
