@@ -4,6 +4,7 @@
     python scripts/experiments/dca2018_cnndm.py [--updates 1000] [--rl-updates 300] [--work runs/dca2018_cnndm]
                                                 [--threads 1] [--only LABEL,LABEL...] [--seed N] [--controls]
     python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
+    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
 
 One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
 test documents; sources of up to 800 tokens, summaries of up to 100; configs/cnndm_small.conf's preprocessing).
@@ -36,7 +37,8 @@ by side on a second core; row 6 needs row 5 in the same WORK).  ``--seed N`` (ot
 with that seed, labelled LABEL_seedN.  compare.py reuses a finished system only when its training record
 matches exactly, so a table resumes from its finished systems.  ``--report`` writes one table from the work
 folders of several runs (scripts/experiments/dca2018_report.py: paired bootstraps, the cohesion checks, seed
-means).
+means); ``--archive WORK DEST`` keeps what the report reads of a run (docs/results/dca2018_cnndm/) so the
+table can be rebuilt without the work folder.
 """
 import argparse
 import os
@@ -114,7 +116,16 @@ def main():
     parser.add_argument("--report", type=Path, nargs="+", metavar="WORK",
                         help="write the report of these finished work folders instead of running")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "dca2018_cnndm.md")
+    parser.add_argument("--archive", type=Path, nargs=2, metavar=("WORK", "DEST"),
+                        help="copy what the report reads of WORK (no checkpoints, no data) into DEST, which "
+                             "--report then reads as a work folder")
     args = parser.parse_args()
+    if args.archive:
+        from dca2018_report import archive
+
+        copies = archive(*args.archive)
+        print(f"dca2018_cnndm: {len(copies)} files archived in {args.archive[1]}", file=sys.stderr)
+        return
     if args.report:
         from dca2018_report import report
 

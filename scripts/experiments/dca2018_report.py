@@ -13,8 +13,15 @@ Each WORK is a compare.py work folder (results.json, outputs/, models/, data/). 
      that repeat the sentence before (distance 1) or the one before that (distance 2), without blocking; and
      for dca_lstm how the decoder spreads its agent attention g^t (entropy against a uniform g^t, largest weight).
 Systems labelled LABEL_seedN are seeds of LABEL; section 4 gives the mean over the seeds each row has.
+
+    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
+
+copies what the report reads of a work folder (its summaries, scores, per-document scores, training logs and
+the statistics of its checkpoints, computed first) into DEST, a few MB without checkpoints or data; the report
+reads DEST as it reads a work folder, so a table can be rebuilt after the machine that trained it is gone.
 """
 import json
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -57,8 +64,7 @@ class Run:
             self.rows, self.trained = table["rows"], table["trained"]
             self.finished = True
             for row in self.rows:  # one definition of repeated trigrams for every run, whatever code wrote it
-                name = f"{row['system']}.{row['decode']}" if row["decode"] else "lead"
-                row.update(repetition(read_lines(self.work / "outputs" / f"{name}.txt"), "en"))
+                row.update(repetition(read_lines(self.work / "outputs" / f"{output_name(row)}.txt"), "en"))
         else:  # a run still going or stopped: the systems and decodings it finished
             self.rows, self.trained = self.finished_rows()
             self.finished = False
@@ -108,16 +114,43 @@ class Run:
         return json.loads(stats.read_text(encoding="utf-8"))
 
 
+def output_name(row: Dict) -> str:
+    """The name of a row's summaries in outputs/ (NAME.txt): LABEL.DECODE, or ``lead``."""
+    return f"{row['system']}.{row['decode']}" if row["decode"] else "lead"
+
+
+ARCHIVED = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", "logs/rouge_*.out",
+            "logs/rouge_*.per_doc.tsv", "models/*/train_seconds", "models/*/valid_stats.json",
+            "models/*/test_stats.json", "models/*/training.json")
+
+
+def archive(work: Path, dest: Path) -> List[Path]:
+    """Computes WORK's per-document scores and checkpoint statistics, then copies every file the report reads
+    (ARCHIVED) to the same place under DEST.  Returns the copies."""
+    run = Run(work)
+    for row in run.rows:
+        run.per_doc(output_name(row))
+    for label in run.trained:
+        run.test_stats(label)
+    copies = []
+    for pattern in ARCHIVED:
+        for path in sorted(run.work.glob(pattern)):
+            copy = dest / path.relative_to(run.work)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, copy)
+            copies.append(copy)
+    return copies
+
+
 def collect(runs: Sequence[Run]) -> List[Dict]:
     """Every system x decoding of every run, with its per-document scores' path and its summaries."""
     entries = []
     for run in runs:
         for row in run.rows:
-            label, decode = row["system"], row["decode"]
-            name = f"{label}.{decode}" if decode else "lead"
+            name = output_name(row)
             entry = dict(row, run=run, per_doc=run.per_doc(name),
                          summaries=read_lines(run.work / "outputs" / f"{name}.txt"),
-                         trained=run.trained.get(label, {}))
+                         trained=run.trained.get(row["system"], {}))
             entries.append(entry)
     return entries
 

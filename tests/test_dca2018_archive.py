@@ -1,0 +1,46 @@
+"""dca2018_cnndm.py --archive: what the report reads of a run, kept without checkpoints, rebuilds the same table."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+
+
+def finished_system(work: Path, label: str, f1: float) -> None:
+    """One trained and scored system as compare.py leaves it, its per-document scores and checkpoint
+    statistics already computed (so the report runs no ROUGE and loads no checkpoint)."""
+    model = work / "models" / label.replace(":", "_")
+    model.mkdir(parents=True)
+    (model / "train_seconds").write_text("120.0\n")
+    (model / "valid_stats.json").write_text('{"nll_bits": 6.5, "end_cos_1": 0.25}')
+    (model / "test_stats.json").write_text('{"end_cos_1": 0.2, "end_cos_2": 0.1}')
+    (model / "checkpoint_best.pt").write_bytes(b"weights")
+    logs, outputs = work / "logs", work / "outputs"
+    (logs / f"train_{label}.log").write_text("num_updates=10, wps=50\nnum_updates=20, wps=70\n")
+    (logs / f"rouge_{label}.beam.out").write_text(
+        f"ROUGE-1 {100 * f1:.2f} [0 - 1]\nROUGE-2 5.00 [0 - 1]\nROUGE-L 20.00 [0 - 1]\n")
+    (logs / f"rouge_{label}.beam.per_doc.tsv").write_text(
+        "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t0.05\t0.2\n" for i in range(3)))
+    (outputs / f"{label}.beam.txt").write_text("a b . <q> a b .\nc d e .\nf .\n")
+
+
+def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
+    import dca2018_report as report
+
+    work, dest = tmp_path / "work", tmp_path / "archive"
+    for folder in ("logs", "outputs", "data"):
+        (work / folder).mkdir(parents=True)
+    (work / "data" / "train.bin").write_bytes(b"data")
+    finished_system(work, "1:single_mle", 0.25)
+    finished_system(work, "2:single_sem", 0.30)
+
+    copies = report.archive(work, dest)
+    assert copies and all(dest in copy.parents for copy in copies)
+    assert not list(dest.rglob("*.pt")) and not (dest / "data").exists()
+    assert (dest / "logs" / "rouge_2:single_sem.beam.per_doc.tsv").is_file()
+
+    from_work = report.report([work], tmp_path / "a.md", "cmd")
+    from_archive = report.report([dest], tmp_path / "b.md", "cmd")
+    assert from_work.replace(str(work.resolve()), "RUN") == from_archive.replace(str(dest.resolve()), "RUN")
+    assert "| 2:single_sem | beam | 30.00 |" in from_archive
+    assert "| 2:single_sem | 1:single_mle | +5.00 [+5.00, +5.00]" in from_archive  # paired bootstrap kept
