@@ -60,8 +60,11 @@ class GenerationSwitch(nn.Module):
         return self.proj(torch.cat(inputs, dim=-1))  # eq 8, before the sigmoid
 
     def forward(self, *inputs: Tensor) -> Tensor:
-        """inputs: ... x d_k each -> p_gen: ... x 1, in (0, 1)."""
-        return torch.sigmoid(self.logit(*inputs))  # eq 8
+        """inputs: ... x d_k each -> p_gen: ... x 1, in (0, 1), float32 for half inputs."""
+        # Half-precision fix: the sigmoid runs in float32.  In float16 sigmoid(l) rounds to exactly 1 from l ~ 7.6
+        # (bfloat16: ~5.5), so 1 - p_gen, the whole copy side of a multi-source pointer, would be 0.
+        logit = self.logit(*inputs)  # ... x 1
+        return torch.sigmoid(logit.to(mixture_dtype(logit.dtype)))  # eq 8
 
 
 def safe_log(x: Tensor) -> Tensor:
