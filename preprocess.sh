@@ -2,6 +2,7 @@
 # Tokenize, mark copyable OOV words and binarize a corpus for fairseq.
 #
 #   preprocess.sh [-c CONFIG] RAW_DIR DATA_DIR [EXTRA fairseq-preprocess OPTIONS...]
+#   preprocess.sh -h|--help | --version
 #
 # RAW_DIR holds line-aligned {train,valid,test}.{src,tgt} (see scripts/ and `summ-convert` for raw formats).
 # CONFIG (default: scitldr_small) sets PREP_ARGS, the options of `summ-prepare` (language, units, vocabulary
@@ -11,15 +12,25 @@
 #   bin/      fairseq binaries with a joined dictionary (input of fairseq-train / fairseq-generate)
 #   prep.json the preprocessing settings (reused to prepare raw text at generation time), sp.model if any
 #   config.json which config prepared it (train.sh defaults to it and checks a -c against its PREP_ARGS)
-# Extra options are passed to fairseq-preprocess (e.g. --workers 8).
+# Extra options are passed to fairseq-preprocess (e.g. --workers 8).  Options of this script (-c) go anywhere
+# before RAW_DIR.  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 
 config=scitldr_small
-if [[ "${1:-}" == "-c" ]]; then config="${2:?-c needs a config}"; shift 2; fi
-[[ $# -ge 2 ]] || die "usage: preprocess.sh [-c CONFIG] RAW_DIR DATA_DIR [fairseq-preprocess options]"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h|--help) print_usage; exit 0 ;;
+        --version) print_version; exit 0 ;;
+        -c) option_value "$@"; config="$2"; shift 2 ;;
+        --) shift; break ;;
+        -*) unknown_option "$1" ;;
+        *) break ;;
+    esac
+done
+[[ $# -ge 2 ]] || die_input "usage: preprocess.sh [-c CONFIG] RAW_DIR DATA_DIR [fairseq-preprocess options] (see --help)"
 raw="$1" data="$2"; shift 2
-[[ -d "$raw" ]] || die "raw directory not found: $raw"
+[[ -d "$raw" ]] || die_input "raw directory not found: $raw"
 load_config "$config"
 use_venv
 

@@ -2,6 +2,7 @@
 # Train a model with fairseq-train and this project's plugins.
 #
 #   train.sh [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [EXTRA fairseq-train OPTIONS...]
+#   train.sh -h|--help | --version
 #
 # DATA_DIR is the output of preprocess.sh.  CONFIG sets TRAIN_ARGS; extra options come after them, so they
 # override (e.g. --max-update 50 --arch pgn_lstm_see2017).  Without -c: the config SAVE_DIR was trained with
@@ -16,9 +17,27 @@
 #
 # From a trained ML model to self-critical RL fine-tuning (configs/scitldr_small_rl.conf):
 #   ./train.sh -c scitldr_small_rl DATA_DIR RL_DIR --finetune-from-model ML_DIR/checkpoint_best.pt
+#
+# The options of this script (-c, --force-config) go anywhere before DATA_DIR.  fairseq's log goes to stderr
+# (stdout stays empty).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 source "$ROOT/scripts/launch/common.sh"
 
-prepare_training "$@"
-fairseq-train "${WORKER_ARGS[@]}"
+options=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h|--help) print_usage; exit 0 ;;
+        --version) print_version; exit 0 ;;
+        -c) option_value "$@"; options+=(-c "$2"); shift 2 ;;
+        --force-config) options+=(--force-config); shift ;;
+        --) shift; break ;;
+        -*) unknown_option "$1" ;;
+        *) break ;;
+    esac
+done
+[[ $# -ge 2 ]] || die_input "usage: train.sh [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [fairseq-train options]" \
+    "(see --help)"
+[[ -f "$1/bin/dict.src.txt" ]] || die_input "$1/bin/dict.src.txt not found: run preprocess.sh first"
+prepare_training "${options[@]}" "$@"
+fairseq-train "${WORKER_ARGS[@]}" >&2  # fairseq logs to stdout: logs go to stderr (scripts/lib.sh)

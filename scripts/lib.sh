@@ -4,8 +4,28 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 USER_DIR="$ROOT/fairseq_plugins"
 
+# Exit status of every command of the project: 0 success, 1 runtime failure, 2 usage or bad input.
 step() { printf '\n==> %s\n' "$*" >&2; }
-die() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+die() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }  # a runtime failure
+die_input() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; exit 2; }  # usage or bad input
+
+# print_usage: the running script's header comment (its second line up to the first line that is not a
+# comment), without the leading '# ': what -h/--help prints, on stdout.
+print_usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
+
+# print_version: NAME (fairseq-summarization-plugins VERSION), the version of pyproject.toml.
+print_version() {
+    printf '%s (fairseq-summarization-plugins %s)\n' "$(basename "$0")" \
+        "$(sed -n 's/^version = "\(.*\)"$/\1/p' "$ROOT/pyproject.toml")"
+}
+
+# option_value OPTION "$@": stop with a usage error unless OPTION (= $1) is followed by a value.
+option_value() { [[ $# -ge 2 && -n "$2" ]] || die_input "$1 needs a value (see $(basename "$0") --help)"; }
+
+# unknown_option OPTION: the usage error for an option a script does not know, before its positional arguments.
+unknown_option() {
+    die_input "unknown option: $1 (see $(basename "$0") --help; fairseq's options go after the directories)"
+}
 
 # Use the project's virtual environment when there is one; otherwise whatever is on PATH.
 use_venv() {
@@ -16,6 +36,30 @@ use_venv() {
 }
 
 warn() { printf '%s: warning: %s\n' "$(basename "$0")" "$*" >&2; }
+
+# quietly LOG COMMAND...: COMMAND with its stderr (fairseq's config dump, hydra notices, warnings) appended to
+# LOG, unless VERBOSE=1 (then on stderr).  When COMMAND fails, the end of LOG is shown and its status returned.
+quietly() {
+    local log="$1" status=0
+    shift
+    if [[ "${VERBOSE:-0}" == 1 ]]; then "$@"; return; fi
+    "$@" 2>>"$log" || status=$?
+    if [[ $status -ne 0 ]]; then
+        tail -n 25 "$log" >&2
+        warn "$1 failed (exit status $status); its whole log: $log"
+    fi
+    return $status
+}
+
+# show_progress FILE TOTAL: run in the background while fairseq writes FILE, "N/TOTAL summaries" on the terminal
+# every 2 seconds (the H- lines of FILE so far).
+show_progress() {
+    local file="$1" total="$2" count
+    while sleep 2; do
+        count="$(grep -c '^H-' "$file" 2>/dev/null || true)"
+        printf '\r    %s/%s summaries' "${count:-0}" "$total" >&2
+    done
+}
 DEFAULT_CONFIG=scitldr_small
 
 # load_config FILE: a config is a bash file that sets PREP_ARGS, TRAIN_ARGS, GEN_ARGS (arrays).  Sets
@@ -24,7 +68,7 @@ load_config() {
     local file="$1"
     [[ -f "$file" ]] || file="$ROOT/configs/$1"
     [[ -f "$file" ]] || file="$ROOT/configs/$1.conf"
-    [[ -f "$file" ]] || die "config not found: $1 (looked in the current directory and $ROOT/configs/)"
+    [[ -f "$file" ]] || die_input "config not found: $1 (looked in the current directory and $ROOT/configs/)"
     PREP_ARGS=() TRAIN_ARGS=() GEN_ARGS=()
     # shellcheck disable=SC1090
     source "$file"
@@ -74,13 +118,13 @@ use_training_config() {
     fi
     [[ "$force" == 1 ]] && return 0
     if [[ -n "$saved" && "$saved" != "$CONFIG_NAME" ]]; then
-        die "$save was trained with -c $saved: going on with -c $CONFIG_NAME would mix two configs in one run" \
+        die_input "$save was trained with -c $saved: going on with -c $CONFIG_NAME would mix two configs in one run" \
             "(leave -c out, use another SAVE_DIR, or give --force-config)"
     fi
     if [[ -n "$prepared" ]]; then
         local data_prep=()
         mapfile -d '' -t data_prep < <(recorded "$data" prep_args)
-        [[ "${data_prep[*]}" == "${PREP_ARGS[*]}" ]] || die "$data was prepared with -c $prepared" \
+        [[ "${data_prep[*]}" == "${PREP_ARGS[*]}" ]] || die_input "$data was prepared with -c $prepared" \
             "(PREP_ARGS: ${data_prep[*]}), but -c $CONFIG_NAME prepares text differently (${PREP_ARGS[*]}):" \
             "its model would not match the data (give --force-config to train on it anyway)"
     fi
@@ -94,7 +138,7 @@ use_model_config() {
     if [[ -n "$config" ]]; then
         load_config "$config"
         if [[ -n "$trained" && "$trained" != "$CONFIG_NAME" && "$force" != 1 ]]; then
-            die "$save was trained with -c $trained; -c $CONFIG_NAME would decode it with $CONFIG_NAME's" \
+            die_input "$save was trained with -c $trained; -c $CONFIG_NAME would decode it with $CONFIG_NAME's" \
                 "GEN_ARGS (leave -c out to use the model's, or give --force-config)"
         fi
     elif [[ -n "$trained" ]]; then

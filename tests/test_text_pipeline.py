@@ -274,10 +274,12 @@ def test_marker_lookalikes_round_trip_verbatim(tmp_path, capsys):
     assert tok_src[3] == "the cat <oov-0> <oov-1> <oov-2> <oov-3> <oov-4> <oov-5> <oov-6> sat ."
     assert tok_src[4] == " ".join([marker(k) for k in range(7)] * 2)
     assert lines(out / "tok" / "train.oov")[3].split("\t") == weird.split()
-    # a perfect model: hypotheses = the marked targets; restore must give the raw targets back
+    # a perfect model: hypotheses = the marked targets; restore must give the raw targets back (as tokens:
+    # --no-detok, the form ROUGE scores; the old spellings --out and --tokens-out still work)
     fake_generate(tmp_path / "gen.txt", tok_tgt)
     ok(restore, ["--prep", out / "prep.json", "--oov", out / "tok" / "train.oov", "--generate-output",
-                 tmp_path / "gen.txt", "--out", tmp_path / "hyp.txt", "--tokens-out", tmp_path / "hyp.tok"], capsys)
+                 tmp_path / "gen.txt", "--out", tmp_path / "hyp.txt", "--tokens-out", tmp_path / "hyp.tok",
+                 "--no-detok"], capsys)
     assert lines(tmp_path / "hyp.txt") == tgt
     assert lines(tmp_path / "hyp.tok") == tgt
 

@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_plugins.scoring.rouge_python import split_sentences
-from fairseq_plugins.text.textio import UserError, display_name, read_lines, run_cli
+from fairseq_plugins.text.textio import (STDOUT, UserError, add_version, display_name, no_stdout, read_lines, run_cli,
+                                         write_text)
 
 PROG = "summ-analyze"
 MAX_N = 4
@@ -290,12 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", metavar="FILE", help="reference summaries: analysed as one more system")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="en: words; zh: characters")
     p.add_argument("--lower", action="store_true", help="lower-case all texts first")
-    p.add_argument("--json", metavar="OUT", help="write the figures (and their definitions) as JSON")
+    p.add_argument("--json", metavar="OUT", help="write the figures (and their definitions) as JSON (- = stdout: "
+                                                 "the report then goes to stderr)")
     p.add_argument("--plot", metavar="OUT.png", help="See et al.'s Figure 6: novel n-grams and copied sentences")
-    p.add_argument("--html", metavar="OUT.html", help="a page per document: the copied fragments highlighted")
+    p.add_argument("--html", metavar="OUT.html", help="a page per document: the copied fragments highlighted "
+                                                      "(- = stdout: the report then goes to stderr)")
     p.add_argument("--html-docs", type=int, default=100, metavar="N",
                    help="documents on the --html page: the first N (default 100; 0 = all)")
-    return p
+    return add_version(p)
 
 
 def to_json(results: Dict, n_docs: int, args) -> Dict:
@@ -310,6 +313,10 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     args = build_parser().parse_args(argv)
     if args.html_docs < 0:
         raise UserError(f"--html-docs must be 0 or more, not {args.html_docs}")
+    if args.plot:
+        no_stdout("--plot", args.plot)  # an image, not text
+    if args.json == STDOUT and args.html == STDOUT:
+        raise UserError("--json - and --html -: only one of them can go to stdout")
     names = system_names(args.hyp, args.name)
     paths = list(args.hyp) + ([args.ref] if args.ref else [])
     sources, texts = read_aligned(args.source, paths)
@@ -317,10 +324,9 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
         raise UserError(f"{display_name(args.source)} is empty: nothing to analyse")
     systems = dict(zip(names + ([REFERENCE] if args.ref else []), texts))
     results = analyze(sources, systems, args.lang, args.lower)
-    print(format_report(results, len(sources), args.lang))
+    print(format_report(results, len(sources), args.lang), file=sys.stderr if STDOUT in (args.json, args.html) else sys.stdout)
     if args.json:
-        Path(args.json).write_text(json.dumps(to_json(results, len(sources), args), indent=1,
-                                              ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(args.json, json.dumps(to_json(results, len(sources), args), indent=1, ensure_ascii=False) + "\n")
     if args.plot or args.html:
         from fairseq_plugins import analysis_page
 
@@ -331,7 +337,7 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
             count = args.html_docs or len(sources)
             page = analysis_page.render_html(sources[:count], {n: t[:count] for n, t in systems.items()},
                                              args.lang, args.lower)
-            Path(args.html).write_text(page, encoding="utf-8")
+            write_text(args.html, page)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -25,6 +25,7 @@ import time
 from typing import Sequence
 
 from fairseq_plugins.scoring import rouge155
+from fairseq_plugins.text.textio import add_version, report_error
 
 DEFAULT_ROUGE_N = 2
 
@@ -122,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-n", "--rouge_n", type=int, default=DEFAULT_ROUGE_N, help="Maximum n_gram size to consider")
     p.add_argument("-nol", "--no_rouge_l", action="store_true", help="Do not calculate ROUGE-L")
     p.add_argument("-a", "--args", help="ROUGE Arguments")
-    p.add_argument("-s", "--saveto", dest="saveto", help="File to save scores")
+    p.add_argument("-s", "--saveto", "-o", "--output", dest="saveto", help="File to save scores")
     p.add_argument("-e", "--eos", dest="eos", default=".",
                    help='End of sentence separator (for multisentence). Default: "."')
     p.add_argument("-m", "--stemming", action="store_true", help="DEPRECATED: stemming is now default behavior")
@@ -130,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-ir", "--ignore_empty_reference", action="store_true")
     p.add_argument("-is", "--ignore_empty_summary", action="store_true")
     p.add_argument("-i", "--ignore_empty", action="store_true", help="both -ir and -is (older files2rouge)")
+    add_version(p)
     args = p.parse_args(argv)
     if args.stemming:
         p.error("files2rouge uses stemming by default so --stemming is deprecated. "
@@ -141,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ignore_empty_summary=args.ignore_empty_summary or args.ignore_empty,
             stemming=not args.no_stemming)
     except (ValueError, RuntimeError, OSError) as e:
-        print(f"\nfiles2rouge: error: {e}", file=sys.stderr)
-        return 1
+        print(file=sys.stderr)
+        return report_error(p.prog, e)  # 2: bad input; 1: ROUGE-1.5.5 failed
     return 0
 
 

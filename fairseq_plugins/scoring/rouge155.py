@@ -43,6 +43,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape
 
 from fairseq_plugins.scoring.rouge_python import as_references, as_sentences, split_sentences
+from fairseq_plugins.text.textio import add_version, report_error
 
 ENGLISH_ARGS = ("-c", "95", "-r", "1000", "-n", "2", "-a")  # plus "-m" when stemming
 NLPCC_ARGS = ("-c", "95", "-r", "1000", "-n", "4", "-2", "4", "-u", "-a")
@@ -401,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-doc", metavar="OUT.tsv", help="write each document's F/P/R (fractions) to a TSV file")
     p.add_argument("--prepare", action="store_true",
                    help="set up ROUGE-1.5.5 (chmod, Perl modules, WordNet exception DB), idempotent")
+    add_version(p)
     args = p.parse_args(argv)
     try:
         if args.prepare:
@@ -416,8 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hyps_s = [split_sentences(line, args.lang, args.sent_sep) for line in hyps]
         result = score(refs_s, hyps_s, lang=args.lang, stem=not args.no_stem, nlpcc=args.nlpcc, per_doc=True)
     except (ValueError, RuntimeError, OSError) as e:
-        print(f"summ-rouge: error: {e}", file=sys.stderr)
-        return 1
+        return report_error("summ-rouge", e)  # 2: bad input; 1: ROUGE-1.5.5 failed
     options = " ".join(default_args(args.lang, not args.no_stem, args.nlpcc))
     print(f"ROUGE-1.5.5 {options} | {len(refs)} documents | lang={args.lang} | percent, 95% conf. int.")
     metrics = ["rouge-2", "rouge-4", "rouge-su4"] if args.nlpcc else ["rouge-1", "rouge-2", "rouge-l"]

@@ -7,7 +7,9 @@ Nothing is dropped: empty documents are written as empty lines and counted in th
 
 Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl``, ``tsv``, ``parallel`` (two line
 files), and ``split`` (deterministic train/valid/test split of converted pairs, near-duplicates kept together).
-Run ``summ-convert FORMAT --help`` for the options of each.
+Run ``summ-convert FORMAT --help`` for the options of each.  ``-`` as an input file is stdin; the outputs are
+named by ``--output-prefix`` (``--output-dir`` for ``split``; ``--out-prefix`` and ``--out-dir`` are older
+spellings).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 """
 import argparse
 import hashlib
@@ -16,7 +18,8 @@ import os
 import re
 import sys
 
-from .textio import AtomicWriter, UserError, count_lines, display_name, normalize_space, read_lines, run_cli
+from .textio import (AtomicWriter, UserError, add_version, count_lines, display_name, no_stdout, normalize_space,
+                     read_lines, run_cli)
 
 PROG = "summ-convert"
 # Line endings after which See et al. (2017) do not add a period.
@@ -27,6 +30,7 @@ class PairWriter:
     """Writes PREFIX.src / PREFIX.tgt (+ optional extra files) atomically and counts empty documents."""
 
     def __init__(self, prefix, with_target=True, extra=()):
+        no_stdout("--output-prefix", prefix)
         self.prefix = str(prefix)
         self.with_target = with_target
         self._atomic = AtomicWriter()
@@ -204,6 +208,7 @@ def cmd_tsv(args):
         raise UserError("column numbers are 0-based and cannot be negative")
     expected = args.num_cols
     name = display_name(args.input)
+    longer = LongerTargets()
     with PairWriter(args.out_prefix, with_target=not args.no_target) as out:
         for lineno, line in read_lines(args.input):
             if args.header and lineno == 1:
@@ -221,7 +226,29 @@ def cmd_tsv(args):
             if args.no_target:
                 out.write(src)
             else:
-                out.write(src, normalize_space(fields[args.tgt_col]))
+                tgt = normalize_space(fields[args.tgt_col])
+                longer.add(src, tgt)
+                out.write(src, tgt)
+    longer.warn(name, args.src_col, args.tgt_col)
+
+
+class LongerTargets:
+    """Counts the pairs whose target is longer (in characters) than their source: on most lines, the sign of
+    swapped --src-col and --tgt-col, which would otherwise show only as "targets truncated 100 %" much later."""
+
+    def __init__(self):
+        self.longer = self.pairs = 0
+
+    def add(self, src, tgt):
+        if src or tgt:
+            self.pairs += 1
+            self.longer += len(tgt) > len(src)
+
+    def warn(self, name, src_col, tgt_col):
+        if self.pairs and 2 * self.longer > self.pairs:
+            print(f"{PROG}: warning: {name}: the target column {tgt_col} is longer than the source column "
+                  f"{src_col} on {self.longer} of {self.pairs} lines: are --src-col and --tgt-col swapped?",
+                  file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------- parallel
@@ -327,10 +354,12 @@ def cmd_split(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     sub = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
 
     def common(p, target_sep=True):
-        p.add_argument("--out-prefix", required=True, help="write PREFIX.src and PREFIX.tgt")
+        p.add_argument("--output-prefix", "--out-prefix", dest="out_prefix", required=True,
+                       help="write PREFIX.src and PREFIX.tgt")
         if target_sep:
             p.add_argument("--sent-sep", metavar="TOKEN",
                            help="join target sentences with ' TOKEN ' (e.g. '<q>'); default: a single space")
@@ -380,7 +409,7 @@ def build_parser():
     p = sub.add_parser("split", help="split converted pairs into train/valid/test deterministically, keeping "
                                      "documents with the same normalized source or target in one split")
     p.add_argument("--in-prefix", nargs="+", required=True, help="PREFIX.src/PREFIX.tgt pairs, concatenated")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--output-dir", "--out-dir", dest="out_dir", required=True)
     p.add_argument("--sizes", default="test=200,valid=200", help="NAME=COUNT,... filled in this order")
     p.add_argument("--rest", default="train", help="name of the split that gets the remaining documents")
     p.add_argument("--seed", default="summ-convert", help="string mixed into the hash that orders documents")

@@ -13,7 +13,8 @@ for ``train``).  OUT receives:
     marker ``<oov-K>`` (K = order of first appearance), the same marker for its copies in the target, other
     OOV target tokens replaced by ``<unk>``.
 ``tok/{split}.oov``
-    the document's OOV source words, tab-separated, field K = the word of ``<oov-K>`` (empty line: none).
+    the document's OOV source words, tab-separated, field K = the word of ``<oov-K>`` (empty line: none), as
+    the source spells it where it first appears ("Smallville"), even when the text is lower-cased.
 ``dict.txt``
     fairseq dictionary (``word count``): the ``--vocab-size`` most frequent train tokens (source and
     target, after truncation; ties in code-point order), then ``<oov-0>`` ... ``<oov-{N-1}>`` with count 0.
@@ -23,6 +24,9 @@ for ``train``).  OUT receives:
 Apply mode (new raw text, for generation)::
 
     summ-prepare --apply OUT/prep.json --input FILE|- --out-prefix P      # writes P.src and P.oov
+
+``--out-dir`` and ``--out-prefix`` are older spellings of ``--output-dir`` and ``--output-prefix``; ``-`` as
+``--input`` is stdin.  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 
 Raw tokens that look like markers or fairseq symbols (``<oov-3>``, ``</s>``, ``<unk>``, ``madeupword0001``)
 never enter the vocabulary: they are OOV words and get their own marker, so they are restored verbatim.
@@ -34,7 +38,7 @@ import sys
 from collections import Counter
 
 from . import markers
-from .textio import AtomicWriter, UserError, count_lines, display_name, read_lines, run_cli
+from .textio import AtomicWriter, UserError, add_version, count_lines, display_name, no_stdout, read_lines, run_cli
 from .tokenization import DEFAULT_UNIT, LANGS, SP_NORMALIZATION, Tokenizer, check_unit, train_sentencepiece
 
 PROG = "summ-prepare"
@@ -107,8 +111,20 @@ def mark_side(tokens, vocab, oov, new_markers, counts):
     return out, unknown, copyable
 
 
-def mark_document(src_tokens, tgt_tokens, vocab, num_markers, stats):
-    """Replace OOV words by markers.  Returns (source tokens, target tokens or None, OOV words in marker order)."""
+def spelled_as(words, src_tokens, src_surface):
+    """``words`` (source tokens) as the source spells them where each first appears; ``src_surface`` holds the
+    spelling of every source token (Tokenizer.surface), or is None (the tokens are the spelling)."""
+    if src_surface is None:
+        return list(words)
+    first = {}
+    for token, spelling in zip(src_tokens, src_surface):
+        first.setdefault(token, spelling)
+    return [first[word] for word in words]
+
+
+def mark_document(src_tokens, tgt_tokens, vocab, num_markers, stats, src_surface=None):
+    """Replace OOV words by markers.  Returns (source tokens, target tokens or None, OOV words in marker order,
+    spelled as in ``src_surface`` when given: see spelled_as)."""
     oov = {}
     out_src, overflow, _ = mark_side(src_tokens, vocab, oov, num_markers, stats.src)
     if overflow:
@@ -120,7 +136,7 @@ def mark_document(src_tokens, tgt_tokens, vocab, num_markers, stats):
         out_tgt, unknown, copyable = mark_side(tgt_tokens, vocab, oov, 0, stats.tgt)
         stats.tgt["unk_tokens"] += len(unknown)
         stats.tgt["copyable_tokens"] += copyable
-    return out_src, out_tgt, list(oov)
+    return out_src, out_tgt, spelled_as(oov, src_tokens, src_surface)
 
 
 # ----------------------------------------------------------------------------------------------- dictionary
@@ -226,24 +242,29 @@ def _sp_training_texts(src, tgt, lowercase):
             yield line.lower() if lowercase else line
 
 
-def _tokenize_side(tokenizer, line, side, limit, stats, out, counts):
+def _tokenize_side(tokenizer, line, side, limit, stats, out, counts, surface_out=None):
     """One side ("src" or "tgt") of one document: tokenized, its length counted in ``stats``, truncated to
-    ``limit`` (0: no limit), written to ``out`` and its tokens counted in ``counts`` when given."""
+    ``limit`` (0: no limit), written to ``out`` (and as the text spells them to ``surface_out`` when given) and
+    its tokens counted in ``counts`` when given."""
     toks = tokenizer(line)
     stats.length(side, len(toks), limit)
+    surface = tokenizer.surface(line, toks) if surface_out is not None else None
     if limit:
         toks = toks[:limit]
     out.write(" ".join(toks) + "\n")
+    if surface_out is not None:
+        surface_out.write(" ".join(surface[:len(toks)]) + "\n")
     if counts is not None:
         counts.update(toks)
 
 
-def _tokenize_split(tokenizer, src, tgt, max_src, max_tgt, plain_src, plain_tgt, stats, counts):
-    """Pass 1: tokenize and truncate, write plain token files, count tokens when ``counts`` is given."""
+def _tokenize_split(tokenizer, src, tgt, max_src, max_tgt, plain_src, plain_tgt, stats, counts, surface_src):
+    """Pass 1: tokenize and truncate, write plain token files (and the sources' spelling to ``surface_src``),
+    count tokens when ``counts`` is given."""
     tgt_lines = read_lines(tgt) if tgt is not None else None
     for _, line in read_lines(src):
         stats.documents += 1
-        _tokenize_side(tokenizer, line, "src", max_src, stats, plain_src, counts)
+        _tokenize_side(tokenizer, line, "src", max_src, stats, plain_src, counts, surface_src)
         if tgt_lines is not None:
             _tokenize_side(tokenizer, next(tgt_lines)[1], "tgt", max_tgt, stats, plain_tgt, counts)
 
@@ -305,16 +326,18 @@ def build(args):
     stats = {split: MarkStats() for split in splits}
     counts = Counter()
     plain = {split: (os.path.join(tok_dir, f".{split}.src.plain{os.getpid()}"),
-                     os.path.join(tok_dir, f".{split}.tgt.plain{os.getpid()}")) for split in splits}
+                     os.path.join(tok_dir, f".{split}.tgt.plain{os.getpid()}"),
+                     os.path.join(tok_dir, f".{split}.src.spelling{os.getpid()}")) for split in splits}
     try:
         # Pass 1: tokenize + truncate every split (train first so that its errors come first), count train.
         for split in splits:
             src, tgt = files[split]
             stats[split].has_target = tgt is not None
             with open(plain[split][0], "w", encoding="utf-8") as psrc, \
-                    open(plain[split][1], "w", encoding="utf-8") as ptgt:
+                    open(plain[split][1], "w", encoding="utf-8") as ptgt, \
+                    open(plain[split][2], "w", encoding="utf-8") as pspelling:
                 _tokenize_split(tokenizer, src, tgt, args.max_source_len, args.max_target_len, psrc, ptgt,
-                                stats[split], counts if split == "train" else None)
+                                stats[split], counts if split == "train" else None, pspelling)
         vocab_items = build_vocab(counts, args.vocab_size, args.min_count)
         vocab = {tok for tok, _ in vocab_items}
         write_dict(os.path.join(out_dir, "dict.txt"), vocab_items, num_markers)
@@ -337,9 +360,11 @@ def build(args):
                 otgt = atomic.open(os.path.join(tok_dir, f"{split}.tgt")) if has_tgt else None
                 ooov = atomic.open(os.path.join(tok_dir, f"{split}.oov"))
                 tgt_lines = read_lines(plain[split][1]) if has_tgt else None
+                spellings = read_lines(plain[split][2])
                 for _, line in read_lines(plain[split][0]):
                     ttoks = next(tgt_lines)[1].split() if has_tgt else None
-                    msrc, mtgt, oov_words = mark_document(line.split(), ttoks, vocab, num_markers, stats[split])
+                    msrc, mtgt, oov_words = mark_document(line.split(), ttoks, vocab, num_markers, stats[split],
+                                                          next(spellings)[1].split())
                     osrc.write(" ".join(msrc) + "\n")
                     if has_tgt:
                         otgt.write(" ".join(mtgt) + "\n")
@@ -395,12 +420,13 @@ def tokenizer_from_prep(prep, prep_dir, prep_path):
 
 def mark_source(text, tokenizer, vocab, num_markers, max_src, stats):
     """One raw source document as generation sees it: tokenized, truncated to ``max_src`` tokens (counted in
-    ``stats``), OOV words marked.  Returns (marked tokens, OOV words in marker order)."""
+    ``stats``), OOV words marked.  Returns (marked tokens, OOV words in marker order, as the text spells them)."""
     tokens = tokenizer(text)
     stats.length("src", len(tokens), max_src)
+    surface = tokenizer.surface(text, tokens)
     if max_src:
         tokens = tokens[:max_src]
-    marked, _, oov_words = mark_document(tokens, None, vocab, num_markers, stats)
+    marked, _, oov_words = mark_document(tokens, None, vocab, num_markers, stats, surface[:len(tokens)])
     return marked, oov_words
 
 
@@ -431,7 +457,7 @@ def build_parser():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     b = parser.add_argument_group("build mode")
     b.add_argument("--raw-dir", help="directory with {split}.src and {split}.tgt")
-    b.add_argument("--out-dir", help="output directory (tok/, dict.txt, prep.json)")
+    b.add_argument("--output-dir", "--out-dir", dest="out_dir", help="output directory (tok/, dict.txt, prep.json)")
     b.add_argument("--lang", choices=LANGS, default="en")
     b.add_argument("--unit", choices=UNITS,
                    help="tokenization unit (default: keep for en, char for zh); en: keep|word|sp, "
@@ -448,8 +474,9 @@ def build_parser():
     a = parser.add_argument_group("apply mode")
     a.add_argument("--apply", metavar="PREP_JSON", help="tokenize and mark new text with these saved settings")
     a.add_argument("--input", help="raw text, one document a line (- for stdin)")
-    a.add_argument("--out-prefix", help="write OUT_PREFIX.src and OUT_PREFIX.oov")
-    return parser
+    a.add_argument("--output-prefix", "--out-prefix", dest="out_prefix", metavar="PREFIX",
+                   help="write PREFIX.src and PREFIX.oov")
+    return add_version(parser)
 
 
 def _main(argv):
@@ -459,11 +486,13 @@ def _main(argv):
         if args.raw_dir or args.out_dir:
             parser.error("--apply does not take --raw-dir/--out-dir")
         if not args.input or not args.out_prefix:
-            parser.error("--apply needs --input and --out-prefix")
+            parser.error("--apply needs --input and --output-prefix")
+        no_stdout("--output-prefix", args.out_prefix)
         apply(args)
     else:
         if not args.raw_dir or not args.out_dir:
-            parser.error("give --raw-dir and --out-dir (or --apply PREP_JSON --input FILE --out-prefix P)")
+            parser.error("give --raw-dir and --output-dir (or --apply PREP_JSON --input FILE --output-prefix P)")
+        no_stdout("--output-dir", args.out_dir)
         build(args)
 
 

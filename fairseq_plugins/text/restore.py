@@ -1,7 +1,7 @@
 """summ-restore: fairseq generation output -> one detokenized summary per input document, in input order.
 
-    summ-restore --prep OUT/prep.json --oov P.oov --generate-output GEN.txt --out HYP.txt [--num-docs N]
-                 [--tokens-out TOKENS.txt] [--drop-unk]
+    summ-restore --prep OUT/prep.json --oov P.oov --generate-output GEN.txt --output HYP.txt [--num-docs N]
+                 [--tokens-output TOKENS.txt] [--drop-unk] [--no-detok]
 
 Reads the ``H-<id>\\t<score>\\t<tokens>`` lines of fairseq-generate or fairseq-interactive output (all other
 lines are ignored; with ``--nbest`` > 1 the first hypothesis of an id is used).  The ids must be exactly
@@ -10,7 +10,11 @@ Each ``<oov-K>`` becomes field K of the document's .oov line (a marker beyond th
 ``<unk>``, counted in a warning); fairseq's own symbols (``<s>``, ``</s>``, ``<pad>``, ``<mask>``,
 ``madeupwordNNNN``, and ``<unk>`` with ``--drop-unk``) are dropped before that, so OOV words that merely look
 like them come back verbatim.  The tokens are then detokenized for the language/unit of prep.json and written,
-exactly N lines (an empty line for an empty hypothesis).
+exactly N lines (an empty line for an empty hypothesis): English as text ("the model (a gru) didn't win,
+sadly", sacremoses), or with ``--no-detok`` as ROUGE scores it (the tokens separated by spaces: "the model
+( a gru ) didn't win , sadly"; Chinese and sentencepiece units are the same text either way).  ``-`` is stdin
+for --generate-output and stdout for --output and --tokens-output (--out and --tokens-out are older spellings).
+Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 """
 import argparse
 import re
@@ -18,8 +22,8 @@ import sys
 
 from . import markers
 from .prepare import load_prep
-from .textio import AtomicWriter, UserError, count_lines, read_lines, run_cli
-from .tokenization import detokenize
+from .textio import AtomicWriter, UserError, add_version, count_lines, read_lines, run_cli
+from .tokenization import detokenize, display_text
 
 PROG = "summ-restore"
 UNK = "<unk>"
@@ -82,10 +86,11 @@ def restore_tokens(tokens, oov_words, drop_unk, counts):
     return out
 
 
-def restore_summary(tokens, oov_words, lang, unit, drop_unk, counts):
-    """Generated tokens -> (restored tokens, detokenized text) for one document."""
+def restore_summary(tokens, oov_words, lang, unit, drop_unk, counts, display=False):
+    """Generated tokens -> (restored tokens, text) for one document: the text ROUGE scores (``detokenize``), or
+    with ``display`` the text users read (``display_text``: English detokenized by sacremoses)."""
     restored = restore_tokens(tokens, oov_words, drop_unk, counts)
-    return restored, detokenize(restored, lang, unit)
+    return restored, (display_text if display else detokenize)(restored, lang, unit)
 
 
 def restore(args):
@@ -110,20 +115,21 @@ def restore(args):
     oov_lines = read_lines(args.oov) if args.oov is not None else None
     counts = {"restored": 0, "unmatched": 0, "empty": 0}
     with AtomicWriter() as atomic:
-        out = atomic.open(args.out)
-        tok_out = atomic.open(args.tokens_out) if args.tokens_out else None
+        out = atomic.open(args.output)
+        tok_out = atomic.open(args.tokens_output) if args.tokens_output else None
         for i in range(n_docs):
             oov_words = []
             if oov_lines is not None:
                 _, line = next(oov_lines)
                 oov_words = line.split("\t") if line else []
-            tokens, text = restore_summary(hypos[i], oov_words, lang, unit, args.drop_unk, counts)
+            tokens, text = restore_summary(hypos[i], oov_words, lang, unit, args.drop_unk, counts,
+                                           display=not args.no_detok)
             counts["empty"] += not text
             out.write(text + "\n")
             if tok_out is not None:
                 tok_out.write(" ".join(tokens) + "\n")
-    print(f"{PROG}: wrote {n_docs} summaries to {args.out}"
-          + (f" and their tokens to {args.tokens_out}" if args.tokens_out else "")
+    print(f"{PROG}: wrote {n_docs} summaries to {'stdout' if args.output == '-' else args.output}"
+          + (f" and their tokens to {args.tokens_output}" if args.tokens_output else "")
           + f"; {counts['restored']} markers restored to source words", file=sys.stderr)
     if counts["unmatched"]:
         print(f"{PROG}: warning: {counts['unmatched']} markers had no OOV word in their document "
@@ -138,11 +144,14 @@ def build_parser():
     parser.add_argument("--prep", required=True, help="prep.json written by summ-prepare (language, unit)")
     parser.add_argument("--oov", help="the .oov file of the generated inputs (one line per document)")
     parser.add_argument("--generate-output", required=True, help="fairseq-generate/-interactive output (- = stdin)")
-    parser.add_argument("--out", required=True, help="detokenized summaries, one per document, in id order")
+    parser.add_argument("-o", "--output", "--out", required=True,
+                        help="the summaries, one per document, in id order (- = stdout)")
     parser.add_argument("--num-docs", type=int, help="expected number of documents (checked against --oov)")
-    parser.add_argument("--tokens-out", help="also write the restored tokens (before detokenization)")
+    parser.add_argument("--tokens-output", "--tokens-out", help="also write the restored tokens (before detokenization)")
     parser.add_argument("--drop-unk", action="store_true", help="remove <unk> from the summaries")
-    return parser
+    parser.add_argument("--no-detok", action="store_true",
+                        help="write the text ROUGE scores (tokens separated by spaces), not detokenized English")
+    return add_version(parser)
 
 
 def _main(argv):

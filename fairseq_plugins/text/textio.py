@@ -1,4 +1,8 @@
-"""Small I/O helpers shared by the text CLIs: strict UTF-8 line reading, atomic writing, user errors.
+"""Small I/O helpers shared by the project's commands: strict UTF-8 line reading, atomic writing, user errors,
+the exit statuses and the options every ``summ-*`` command has.
+
+Exit status of every command: 0 success, 1 runtime failure, 2 usage or bad input (argparse's own usage errors
+are 2 as well).  ``-`` is stdin as an input file and stdout as an output file.
 
 Lines are split on ``\\n`` only (never on the other characters ``str.splitlines`` treats as line breaks, such
 as U+2028 or U+0085), so that a document can never silently turn into two.  Every decoding problem is
@@ -9,6 +13,8 @@ import os
 import sys
 
 STDIN = "-"
+STDOUT = "-"
+DISTRIBUTION = "fairseq-summarization-plugins"
 
 
 class UserError(Exception):
@@ -98,7 +104,10 @@ class AtomicWriter:
         self._files = []
 
     def open(self, path):
+        """A text file to write; ``-`` is stdout (written directly, not atomically)."""
         path = str(path)
+        if path == STDOUT:
+            return _Stdout()
         parent = os.path.dirname(path)
         if parent:
             os.makedirs(parent, exist_ok=True)
@@ -123,8 +132,58 @@ class AtomicWriter:
         return False
 
 
+class _Stdout:
+    """sys.stdout as AtomicWriter hands it out: written to, never closed."""
+
+    def write(self, text):
+        return sys.stdout.write(text)
+
+    def close(self):
+        sys.stdout.flush()
+
+
+def version() -> str:
+    """The installed project's version (pyproject.toml's), or "unknown" when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def add_version(parser):
+    """``--version``: prints ``PROG (fairseq-summarization-plugins VERSION)`` and exits 0."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s ({DISTRIBUTION} {version()})")
+    return parser
+
+
+def no_stdout(option, path):
+    """A UserError when ``path`` is ``-`` for an option that names more than one file (a prefix, a directory)."""
+    if str(path) == STDOUT:
+        raise UserError(f"{option} -: this option names several files, so it cannot be stdout; give a path")
+
+
+def write_text(path, text):
+    """Write ``text`` to the file ``path`` (UTF-8), or to stdout when ``path`` is ``-``."""
+    if str(path) == STDOUT:
+        sys.stdout.write(text)
+    else:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def report_error(prog, error) -> int:
+    """Print ``prog: error: ...`` for an exception a command caught; return its exit status: 2 for bad input (a
+    ValueError, a missing file or directory), 1 for a runtime failure (any other OSError, a RuntimeError)."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    bad_input = (UserError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+    return 2 if isinstance(error, bad_input) else 1
+
+
 def run_cli(prog, body, argv=None):
-    """Run ``body(argv)``; turn a UserError into ``prog: error: message`` on stderr and exit status 2."""
+    """Run ``body(argv)``: exit status 0, or 2 with ``prog: error: message`` on stderr for a UserError (usage or
+    bad input), 1 for a runtime failure (an OSError such as a full disk)."""
     try:
         body(argv)
     except UserError as err:

@@ -21,7 +21,13 @@ Detokenization (used after generation): English units join tokens with single sp
 tokens without spaces, except that a space is kept between two tokens that meet with letters/digits on both
 sides (``deep learning``); ``sp`` concatenates the pieces and turns the ``▁`` word-boundary mark into spaces
 (done directly rather than with the model, so that pieces the model does not know, such as copied OOV words,
-come back verbatim).
+come back verbatim).  That is the form ROUGE scores.  ``display_text`` is the form users read: English ``keep``
+and ``word`` tokens are detokenized with sacremoses (Moses' rules, the detokenizer fairseq uses), "the model
+(a gru) didn't win, sadly" rather than "the model ( a gru ) didn't win , sadly"; the other units are already
+text.
+
+Lower-casing (``--lowercase``, and always for ``word``) loses the source's spelling; ``Tokenizer.surface`` gives
+each token as the source wrote it, so that a copied OOV word comes back as "Smallville", not "smallville".
 """
 import re
 import unicodedata
@@ -117,6 +123,21 @@ class Tokenizer:
         elif unit == "jieba":
             _get_jieba()
 
+    def surface(self, text: str, tokens):
+        """``tokens`` (this tokenizer's tokens of ``text``) as ``text`` spells them: the tokens of the text before
+        lower-casing, when they lower-case to exactly ``tokens``; else ``tokens`` themselves (``sp`` and
+        ``jieba`` segment lower-cased text in their own way, and a few characters change length when
+        lower-cased)."""
+        if not (self.lowercase or self.unit == "word") or self.unit in ("sp", "jieba"):
+            return tokens
+        if self.unit == "word":
+            cased = _WORD_TOKEN.findall(unicodedata.normalize("NFC", text))
+        else:
+            cased = Tokenizer(self.lang, self.unit)(text)
+        if len(cased) == len(tokens) and all(c.lower() == t for c, t in zip(cased, tokens)):
+            return cased
+        return tokens
+
     def __call__(self, text: str):
         if self.lowercase:
             text = text.lower()
@@ -157,6 +178,22 @@ def detokenize(tokens, lang: str, unit: str) -> str:
             out.append(tok)
         return "".join(out)
     return " ".join(tokens)
+
+
+_moses = None
+
+
+def display_text(tokens, lang: str, unit: str) -> str:
+    """The text users read: English ``keep``/``word`` tokens detokenized by sacremoses (its escaping and
+    unescaping off: the tokens are raw text), every other unit as ``detokenize``."""
+    global _moses
+    if lang != "en" or unit == "sp":
+        return detokenize(tokens, lang, unit)
+    if _moses is None:
+        from sacremoses import MosesDetokenizer
+
+        _moses = MosesDetokenizer(lang="en")
+    return _moses.detokenize([tok for tok in tokens if tok], unescape=False)
 
 
 def _chunks(text: str, max_chars: int):

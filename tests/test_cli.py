@@ -1,0 +1,220 @@
+"""The commands behave like Unix tools (issue 25 part 2): --help and --version, '-' for stdout, one spelling of the
+output options (the old ones as aliases), one exit-code scheme (0 success, 1 runtime failure, 2 usage or bad
+input), detokenized English for users and tokens for ROUGE, copied words spelled as the source spells them, and
+quiet shell scripts (fairseq's noise in a log file)."""
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run, slice_corpus
+
+sys.path.insert(0, str(ROOT))
+from fairseq_plugins.scoring import abstractiveness, files2rouge, rouge155  # noqa: E402
+from fairseq_plugins.text import convert, prepare, restore  # noqa: E402
+from fairseq_plugins.text.tokenization import Tokenizer, display_text  # noqa: E402
+
+VERSION = re.compile(r"^\S+ \(fairseq-summarization-plugins \d+\.\d+\.\d+\)$")
+TRAIN_SRC = ["the town of Smallville has a mayor .", "a mayor of the press met the town ."]
+TRAIN_TGT = ["the town has a mayor .", "the mayor met the press ."]
+
+
+def write(path, rows):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+
+
+def main_status(module, argv, capsys):
+    """(exit status, stdout, stderr) of a command's main() run in-process; argparse's exits included."""
+    capsys.readouterr()
+    try:
+        status = module.main([str(arg) for arg in argv])
+    except SystemExit as exit_:
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def prepared(tmp_path, capsys, *options):
+    """summ-prepare on a two-document corpus whose only capitalised word, Smallville, stays out of the vocabulary."""
+    write(tmp_path / "raw" / "train.src", TRAIN_SRC)
+    write(tmp_path / "raw" / "train.tgt", TRAIN_TGT)
+    status, _, err = main_status(prepare, ["--raw-dir", tmp_path / "raw", "--output-dir", tmp_path / "out",
+                                           "--splits", "train", "--min-count", "2", *options], capsys)
+    assert status == 0, err
+    return tmp_path / "out"
+
+
+def generated(path, hypotheses):
+    write(path, [f"H-{i}\t-0.5\t{hypothesis}" for i, hypothesis in enumerate(hypotheses)])
+    return path
+
+
+@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness])
+def test_version_everywhere(module, capsys):
+    status, out, _ = main_status(module, ["--version"], capsys)
+    assert status == 0 and VERSION.match(out.strip()), out
+
+
+def test_restore_dash_is_stdout_and_old_spelling_still_works(tmp_path, capsys, monkeypatch):
+    out = prepared(tmp_path, capsys, "--unit", "word")
+    gen = generated(tmp_path / "gen.txt", ["the mayor of <oov-0> met the press .", ""])
+    monkeypatch.chdir(tmp_path)
+    common = ["--prep", out / "prep.json", "--oov", out / "tok" / "train.oov", "--generate-output", gen]
+    for spelling in ("-o", "--output", "--out"):
+        status, stdout, err = main_status(restore, [*common, spelling, "-"], capsys)
+        assert status == 0, err
+        assert stdout == "the mayor of Smallville met the press.\n\n" and "to stdout" in err
+        assert not (tmp_path / "-").exists()  # not a file named '-'
+
+
+def test_english_is_detokenized_for_users_and_kept_as_tokens_for_rouge(tmp_path, capsys):
+    tokens = "the model ( a gru ) didn't win , sadly".split()
+    assert display_text(tokens, "en", "keep") == "the model (a gru) didn't win, sadly"
+    assert display_text(tokens, "zh", "char") == "the model(a gru)didn't win,sadly"  # Chinese: its own rule
+    out = prepared(tmp_path, capsys)
+    gen = generated(tmp_path / "gen.txt", [" ".join(tokens)])
+    argv = ["--prep", out / "prep.json", "--num-docs", 1, "--generate-output", gen, "--output", "-"]
+    assert main_status(restore, argv, capsys)[1] == "the model (a gru) didn't win, sadly\n"
+    assert main_status(restore, argv + ["--no-detok"], capsys)[1] == " ".join(tokens) + "\n"
+
+
+@pytest.mark.parametrize("options", [["--unit", "word"], ["--unit", "keep", "--lowercase"]])
+def test_copied_word_keeps_the_source_spelling_in_a_lower_cased_model(tmp_path, capsys, options):
+    out = prepared(tmp_path, capsys, *options)
+    assert (out / "tok" / "train.src").read_text().split("\n")[0] == "the town of <oov-0> has a mayor ."
+    assert (out / "tok" / "train.oov").read_text().split("\n")[0] == "Smallville"  # not smallville
+    # generation time: raw text through --apply, "SMALLVILLE" and "smallville" share the first spelling's marker
+    write(tmp_path / "new.txt", ["Smallville . SMALLVILLE and smallville ."])
+    status, _, err = main_status(prepare, ["--apply", out / "prep.json", "--input", tmp_path / "new.txt",
+                                           "--output-prefix", tmp_path / "new"], capsys)
+    assert status == 0, err
+    assert (tmp_path / "new.src").read_text() == "<oov-0> . <oov-0> <oov-1> <oov-0> .\n"
+    assert (tmp_path / "new.oov").read_text() == "Smallville\tand\n"
+
+
+def test_surface_falls_back_to_the_tokens_when_lower_casing_changes_them():
+    tokenizer = Tokenizer("en", "word")
+    text = "A \u0130stanbul B"  # 'İ'.lower() is 'i' + a combining dot, which the word pattern splits off
+    tokens = tokenizer(text)
+    assert len(tokens) > 3 and tokenizer.surface(text, tokens) == tokens
+    assert tokenizer.surface("A Bc-De", tokenizer("A Bc-De")) == ["A", "Bc-De"]
+    assert Tokenizer("en", "keep").surface("A B", ["A", "B"]) == ["A", "B"]  # no lower-casing: the tokens
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prep", "nope.json", "--num-docs", 1, "--generate-output", "gen", "--output", "x"], "nope.json"),
+    (["--prep", "p.json"], "required"),  # argparse's usage error
+])
+def test_restore_bad_input_and_usage_exit_2(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_status(restore, argv, capsys)
+    assert status == 2 and message in err
+
+
+def test_rouge_exit_codes(tmp_path, capsys):
+    write(tmp_path / "refs", ["a b c ."])
+    status, _, err = main_status(rouge155, ["--refs", tmp_path / "refs", "--hyps", tmp_path / "missing"], capsys)
+    assert status == 2 and "missing" in err
+    write(tmp_path / "two", ["a .", "b ."])
+    status, _, err = main_status(files2rouge, [tmp_path / "refs", tmp_path / "two"], capsys)
+    assert status == 2 and "error" in err
+
+
+def test_prefix_outputs_refuse_stdout(tmp_path, capsys):
+    write(tmp_path / "in.tsv", ["a\tb"])
+    status, _, err = main_status(convert, ["tsv", tmp_path / "in.tsv", "--src-col", 0, "--tgt-col", 1,
+                                           "--output-prefix", "-"], capsys)
+    assert status == 2 and "--output-prefix -" in err
+
+
+def test_convert_tsv_warns_when_the_target_column_is_longer(tmp_path, capsys):
+    write(tmp_path / "in.tsv", ["short\ta much longer summary", "tiny\tanother long summary", "a long text\tsum"])
+    argv = ["tsv", tmp_path / "in.tsv", "--output-prefix", tmp_path / "out"]
+    status, _, err = main_status(convert, argv + ["--src-col", 0, "--tgt-col", 1], capsys)
+    assert status == 0 and "longer than the source column 0 on 2 of 3 lines" in err and "swapped" in err
+    status, _, err = main_status(convert, argv + ["--src-col", 1, "--tgt-col", 0], capsys)
+    assert status == 0 and "swapped" not in err
+    assert (tmp_path / "out.src").read_text().split("\n")[:3] == ["a much longer summary", "another long summary",
+                                                                 "sum"]  # all lines, in order
+
+
+def test_analyze_json_to_stdout(tmp_path, capsys):
+    write(tmp_path / "src", ["the cat sat on the mat ."])
+    write(tmp_path / "hyp", ["the cat sat ."])
+    status, out, err = main_status(abstractiveness, ["--source", tmp_path / "src", "--hyp", tmp_path / "hyp",
+                                                     "--json", "-"], capsys)
+    assert status == 0 and out.lstrip().startswith("{") and "novel" in err
+
+
+# ---------------------------------------------------------------------------------------------- shell scripts
+SCRIPTS = ["preprocess.sh", "train.sh", "generate.sh"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_help_version_and_usage_errors(script):
+    for flag in ("-h", "--help"):
+        result = run([f"./{script}", flag])
+        assert result.returncode == 0 and result.stdout.startswith(("Tokenize", "Train", "Summarize"))
+        assert f"{script} -h|--help" in result.stdout and "Exit status" in result.stdout
+    assert VERSION.match(run([f"./{script}", "--version"]).stdout.strip())
+    for argv in (["--no-such-option", "a", "b"], [], ["-c"]):
+        result = run([f"./{script}", *argv], check=False)
+        assert result.returncode == 2 and f"{script}: error:" in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_scripts_take_c_anywhere_before_the_directories(tmp_path):
+    """-c after another option of the script is read as the config (here a missing one: exit 2, named)."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "data" / "bin").mkdir(parents=True)
+    (tmp_path / "data" / "bin" / "dict.src.txt").write_text("")
+    (tmp_path / "data" / "prep.json").write_text("{}")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "checkpoint_best.pt").write_text("")
+    for argv in (["./preprocess.sh", "--", tmp_path / "raw", tmp_path / "out"],
+                 ["./train.sh", "--force-config", "-c", "no_such_config", tmp_path / "data", tmp_path / "model"],
+                 ["./generate.sh", "--score", "-c", "no_such_config", tmp_path / "data", tmp_path / "model"]):
+        result = run(argv, check=False)
+        assert result.returncode == 2, result.stderr
+    assert "config not found: no_such_config" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A 3-update model on a slice of data/scitldr, through preprocess.sh and train.sh."""
+    work = tmp_path_factory.mktemp("cli")
+    raw = slice_corpus("scitldr", work / "raw", (("train", 60), ("valid", 8), ("test", 6)))
+    run(["./preprocess.sh", raw, work / "data"])
+    trained = run(["./train.sh", "-c", "scitldr_small", work / "data", work / "model", "--max-update", "3",
+                   "--max-tokens", "3000", "--no-save-optimizer-state"])
+    return work, trained
+
+
+@pytest.mark.slow
+def test_train_sends_fairseq_log_to_stderr_not_stdout(tiny_run):
+    _, trained = tiny_run
+    assert trained.stdout == ""
+    assert re.search(r"num_updates[ =]3\b", trained.stderr)
+
+
+@pytest.mark.slow
+def test_generate_is_quiet_with_a_log_file_and_verbose_brings_it_back(tiny_run):
+    work, _ = tiny_run
+    docs = work / "docs.txt"
+    write(docs, ["The town of Smallville ( a small place ) did not win .", ""])
+    output = work / "summaries.txt"
+    quiet = run(["./generate.sh", "--input", docs, "--output", output, work / "data", work / "model",
+                 "--max-len-b", "5"])
+    assert len(output.read_text().split("\n")) == 3  # one line per document
+    log = Path(f"{output}.log")
+    assert f"fairseq's messages go to {log}" in quiet.stderr
+    for noise in ("INFO", "hydra", "pin_memory", "UserWarning"):
+        assert noise not in quiet.stderr, quiet.stderr
+    assert "==> Generating with fairseq-interactive" in quiet.stderr and "summ-restore: wrote 2" in quiet.stderr
+    assert "'beam': 5" in log.read_text()  # the config dump went to the log
+    verbose = run(["./generate.sh", "--verbose", "--input", docs, work / "data", work / "model", "--max-len-b", "5"])
+    assert "INFO" in verbose.stderr and "'beam': 5" in verbose.stderr
+    assert len(verbose.stdout.split("\n")) == 3
