@@ -29,6 +29,8 @@ training (MODEL/training.json: the train.sh options with --updates, the config f
 prep.json and, for --continue, the parent's record) equals this run's exactly; a changed, unrecorded or
 interrupted one is trained again from the start, and the log says why.  --retrain trains every system again.  The table goes
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
+WORK is locked (WORK/.lock) while the script runs: a second table in the same folder stops at once, naming the
+first (host, pid, Slurm job); every system's checkpoint folder is locked by train.sh as well.
 """
 import argparse
 import json
@@ -40,8 +42,8 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import (ROOT, Experiment, abstraction, cnndm_raw, decode_facts, lcsts_raw, lead,  # noqa: E402
-                 official_rouge, read_lines, repetition, train_facts, write_lines)
+from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_facts, hold_lock,  # noqa: E402
+                 lcsts_raw, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
 
@@ -235,6 +237,10 @@ def table(rows, trained):
 def main():
     args = parse_args()
     exp = Experiment(args.name, args.work, args.threads)
+    try:
+        hold_lock(exp.work, "table")  # before data/ or a system is touched
+    except LockedError as err:
+        exp.fail(str(err))
     started = time.time()
     raw, data, counts, lang = prepare_data(exp, args)
     rows, trained, options = [], {}, {}

@@ -5,9 +5,11 @@ train.sh, generate.sh, summ-rouge), so an experiment measures what a user runs.
 Research-only corpora (LCSTS, CNN/DM) are read from ../shared/data and written only under the experiment's
 work directory, never into the repository.
 """
+import fcntl
 import gzip
 import json
 import os
+import socket
 import re
 import statistics
 import subprocess
@@ -69,6 +71,39 @@ class Experiment:
             self.fail(f"failed ({result.returncode}): {cmd[0]}\n"
                       + log_file.read_text(encoding="utf-8", errors="replace")[-3000:])
         return time.time() - start
+
+
+# ----------------------------------------------------------------------------------------------- locks
+_HELD = []  # the open lock files: a lock lasts as long as this process (its file is never inherited)
+
+
+class LockedError(RuntimeError):
+    """The folder is locked by another process; the message names it."""
+
+
+def hold_lock(folder: Path, what: str) -> None:
+    """An exclusive lock on FOLDER/.lock for the rest of this process, or LockedError naming the holder (its
+    host, pid, Slurm job and start, which the file keeps).  Two tables in one work folder would rebuild data/
+    and retrain the same systems at once.  flock(2), as scripts/launch/common.sh's hold_lock for a checkpoint
+    folder: the kernel releases it when the holder dies, even by kill -9, so it is never stale."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ".lock"
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "holder not yet recorded"
+        handle.close()
+        raise LockedError(f"{folder} is locked by another {what} ({holder}; lock {path}): two runs must never "
+                          f"share a folder; wait for it to end, stop it, or give another --work") from None
+    job = os.environ.get("SLURM_JOB_ID")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"host {socket.gethostname()}, pid {os.getpid()}{f', Slurm job {job}' if job else ''}, since "
+                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+    handle.flush()
+    _HELD.append(handle)
 
 
 # ----------------------------------------------------------------------------------------------- text files

@@ -7,7 +7,8 @@
 # does what train.sh does before it trains (same arguments, config and model directory), except the training
 # itself: it checks DATA_DIR, loads CONFIG (default: the one SAVE_DIR or else DATA_DIR records; scripts/lib.sh
 # use_training_config), puts the venv on PATH, creates SAVE_DIR with prep.json/dict.txt/sp.model and
-# config.json (the config it trains with), repairs a truncated checkpoint_last.pt (checkpoint_guard.py), and sets
+# config.json (the config it trains with), locks SAVE_DIR against a second run (hold_lock), repairs a
+# truncated checkpoint_last.pt (checkpoint_guard.py), and sets
 #   WORKER        the per-process script, scripts/launch/fairseq_worker.py
 #   WORKER_ARGS   its fairseq-train arguments: DATA_DIR/bin --user-dir ... --save-dir SAVE_DIR TRAIN_ARGS extra
 #   SAVE_DIR
@@ -15,6 +16,24 @@
 
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
+
+# hold_lock DIR WHAT NAME: an exclusive lock on DIR/.lock for as long as this process and its children
+# (fairseq-train, torchrun, srun) live, or stop naming the holder.  fairseq saves through fixed names
+# (checkpoint_last.pt, and NAME.tmp before a rename), so two runs writing one folder clobber each other's
+# checkpoints: a resubmitted job while its requeued twin waits, the same train.sh started twice.  flock(2) is
+# released by the kernel when the holder dies, even by kill -9, so a lock is never stale; the file keeps the last
+# holder's host, pid and Slurm job.  scripts/experiments/lib.py's hold_lock is the same lock for a table's folder.
+hold_lock() {
+    local dir="$1" what="$2" name="$3" file="$1/.lock" holder
+    exec {LOCK_FD}>>"$file" || die "cannot open the lock $file"
+    if ! flock -n "$LOCK_FD"; then
+        holder="$(cat "$file" 2>/dev/null || true)"
+        die "$dir is locked by another $what (${holder:-holder not yet recorded}; lock $file): two runs must" \
+            "never write one folder; wait for it to end, stop it, or give another $name"
+    fi
+    printf 'host %s, pid %s%s, since %s\n' "$(hostname)" "$$" "${SLURM_JOB_ID:+, Slurm job $SLURM_JOB_ID}" \
+        "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$file"
+}
 
 prepare_training() {
     local config="" force=0 data file
@@ -32,6 +51,7 @@ prepare_training() {
     use_training_config "$data" "$SAVE_DIR" "$config" "$force"
     use_venv
     mkdir -p "$SAVE_DIR"
+    hold_lock "$SAVE_DIR" "training" "SAVE_DIR"  # before anything in SAVE_DIR is written or repaired
     for file in prep.json dict.txt sp.model; do
         if [[ -f "$data/$file" ]]; then cp "$data/$file" "$SAVE_DIR/$file"; fi
     done
