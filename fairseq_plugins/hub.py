@@ -396,6 +396,11 @@ class Summarizer:
                              max_source_len=max_source_len, num_markers=self.num_markers)
         return Prepared(ids, marked, oov_words, report)
 
+    def input_reports(self, texts: Sequence[str]) -> List[InputReport]:
+        """What the model would not read of each document (truncation, OOV words beyond the markers), without
+        generating anything."""
+        return [self._prepare(text).report for text in check_texts(texts, "input_reports")]
+
     def _prepare_all(self, texts: List[str], strict: bool) -> List[Prepared]:
         """Every document prepared; the lossy ones logged, or refused all at once with ``strict``."""
         prepared = [self._prepare(text) for text in texts]

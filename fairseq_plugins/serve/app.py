@@ -1,0 +1,264 @@
+"""The HTTP service (aiohttp) and the ``summ-serve`` command.
+
+    summ-serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--checkpoint checkpoint_best.pt] [--device cpu]
+               [--max-documents 64] [--max-document-chars 100000] [--max-body-bytes 8388608]
+               [--max-batch-documents 64] [--max-wait-ms 10] [--max-queue-documents 256] [--drain-timeout 60]
+
+Routes:
+  POST /summarize  {"documents": ["raw text", ...], "options": {...}, "strict": false, "details": false}
+                   -> {"summaries": [...], "inputs": [{"tokens", "truncated_tokens", "overflow_words",
+                       "unk_tokens"}, ...], "warnings": [...], "options": {the decoding options used}}
+                   (with "details": true also "details": [...], the page's copy view of each document)
+  GET /health      {"status": "ok", ...} (503 and "draining" while shutting down)
+  GET /metrics     Prometheus text format (metrics.py)
+  GET /            the page (page.py)
+
+Every error is JSON ``{"error": message, "reason": reason}`` with a 4xx status (requests.py), 503 with
+``Retry-After`` when the queue is full, 500 if decoding itself fails.  SIGTERM (or SIGINT) drains: the server
+stops listening, answers new requests on open connections with 503, answers every request it had accepted (for
+at most --drain-timeout seconds), then exits 0.  Exit status 2 when the model cannot be loaded or an option is
+bad.
+"""
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from aiohttp import web
+
+from fairseq_plugins.serve.batcher import Draining, MicroBatcher, Overloaded
+from fairseq_plugins.serve.metrics import Metrics
+from fairseq_plugins.serve.page import copy_view, render_page
+from fairseq_plugins.serve.requests import ApiError, Limits, OPTION_RULES, parse_request
+
+PROG = "summ-serve"
+logger = logging.getLogger("fairseq_plugins.serve")
+
+
+class Service:
+    """What the routes share: the summarizer, the limits, the batcher and the metrics."""
+
+    def __init__(self, summarizer, limits: Limits, name: str, max_batch_documents: int = 64,
+                 max_wait: float = 0.01, max_queue_documents: int = 256):
+        self.summarizer = summarizer
+        self.limits = limits
+        self.name = name
+        self.metrics = Metrics()
+        self.defaults = {key: value for key, value in summarizer.generation.items() if key in OPTION_RULES}
+        self.batcher = MicroBatcher(self.decode, max_batch_documents, max_wait, max_queue_documents, self.metrics)
+        self.in_progress = 0  # POST /summarize requests in the batcher's hands
+
+    def accepted(self, change: int) -> None:
+        self.in_progress += change
+        self.metrics.in_progress.set(self.in_progress)
+
+    def decode(self, documents: List[str], options: Dict, details: bool) -> List:
+        """(summary, InputReport, copy view or None) per document: one call of the hub (on the batcher's thread)."""
+        if details:
+            return [(d.text, d.input_report, copy_view(d))
+                    for d in self.summarizer.summarize_with_details(documents, **options)]
+        return [(text, report, None) for text, report in self.summarizer.summarize_with_reports(documents, **options)]
+
+
+SERVICE = web.AppKey("service", Service)
+
+
+# ---------------------------------------------------------------------------------------------- routes
+async def summarize(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    start = time.monotonic()
+    req = parse_request(await read_body(request), service.defaults, service.limits)
+    if req.strict:
+        await refuse_lossy(service, req.documents)
+    service.accepted(1)
+    try:
+        results = await service.batcher.submit(req.documents, req.options, req.details)
+    except Overloaded as err:
+        raise ApiError(503, "overloaded", str(err), retry_after=err.retry_after) from None
+    except Draining as err:
+        raise ApiError(503, "draining", str(err)) from None
+    finally:
+        service.accepted(-1)
+    service.metrics.latency.observe(time.monotonic() - start)
+    return web.json_response(answer(results, req))
+
+
+async def read_body(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as err:
+        raise ApiError(413, "body_too_large", f"the request body is over this server's limit of "
+                                              f"{request.app[SERVICE].limits.max_body_bytes} bytes "
+                                              f"(--max-body-bytes): {err.text}") from None
+
+
+async def refuse_lossy(service: Service, documents: List[str]) -> None:
+    """"strict": true refuses a request with a document the model cannot read whole (422), before queueing."""
+    reports = await asyncio.get_running_loop().run_in_executor(None, service.summarizer.input_reports, documents)
+    lossy = [f"documents[{i}]: {report.describe()}" for i, report in enumerate(reports) if report.lossy]
+    if lossy:
+        raise ApiError(422, "lossy_input", f"refused (strict): {len(lossy)} of {len(documents)} documents cannot "
+                                           f"be read whole: " + "; ".join(lossy[:5]))
+
+
+def answer(results: List, req) -> Dict:
+    inputs = [{"tokens": r.tokens, "truncated_tokens": r.truncated_tokens, "overflow_words": r.overflow_words,
+               "unk_tokens": r.unk_tokens} for _, r, _ in results]
+    body = {"summaries": [text for text, _, _ in results], "inputs": inputs,
+            "warnings": [f"documents[{i}]: {r.describe()}" for i, (_, r, _) in enumerate(results) if r.lossy],
+            "options": req.options}
+    if req.details:
+        body["details"] = [view for _, _, view in results]
+    return body
+
+
+async def health(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    draining = service.batcher.draining
+    return web.json_response({"status": "draining" if draining else "ok", "model": service.name,
+                              "queue_documents": service.batcher.queued, "in_progress": service.in_progress},
+                             status=503 if draining else 200)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    return web.Response(body=service.metrics.text(), headers={"Content-Type": service.metrics.content_type})
+
+
+async def page(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    return web.Response(text=render_page(service.defaults, service.limits, service.name), content_type="text/html")
+
+
+# ---------------------------------------------------------------------------------------------- errors, counts
+def error_response(status: int, reason: str, message: str, retry_after=None) -> web.Response:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler) -> web.StreamResponse:
+    """Every error as JSON {"error", "reason"}, every answer counted by path and status."""
+    service = request.app[SERVICE]
+    route = request.match_info.route.resource
+    path = route.canonical if route is not None else "other"
+    try:
+        response = await handler(request)
+    except ApiError as err:
+        service.metrics.errors.labels(err.reason).inc()
+        response = error_response(err.status, err.reason, err.message, err.retry_after)
+    except web.HTTPException as err:  # aiohttp's own: unknown path (404), wrong method (405)
+        if err.status < 400:
+            raise
+        service.metrics.errors.labels(f"http_{err.status}").inc()
+        response = error_response(err.status, f"http_{err.status}", f"{err.reason}: {request.method} {request.path}")
+    except Exception as err:  # decoding failed: say so, keep serving
+        logger.exception("%s %s failed", request.method, request.path)
+        service.metrics.errors.labels("internal").inc()
+        response = error_response(500, "internal", f"internal error: {type(err).__name__}: {err}")
+    service.metrics.requests.labels(path, str(response.status)).inc()
+    return response
+
+
+# ---------------------------------------------------------------------------------------------- app, command
+def make_app(service: Service) -> web.Application:
+    app = web.Application(middlewares=[errors_as_json], client_max_size=service.limits.max_body_bytes)
+    app[SERVICE] = service
+    app.router.add_post("/summarize", summarize)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/", page)
+
+    async def start_batcher(app):
+        app[SERVICE].batcher.start()
+
+    async def close_batcher(app):
+        await app[SERVICE].batcher.close()
+
+    app.on_startup.append(start_batcher)
+    app.on_cleanup.append(close_batcher)
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int, drain_timeout: float) -> None:
+    """Serve until SIGTERM or SIGINT, then drain: stop listening, refuse new requests, answer the accepted ones."""
+    runner = web.AppRunner(app, shutdown_timeout=drain_timeout, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bound_host, bound_port = runner.addresses[0][:2]
+    logger.info("listening on http://%s:%d/ (POST /summarize, GET /health, GET /metrics, GET /)", bound_host,
+                bound_port)
+    await stop.wait()
+    service = app[SERVICE]
+    logger.info("draining: %d accepted requests to answer, no new ones", service.in_progress)
+    service.batcher.drain()
+    await runner.cleanup()
+    logger.info("stopped")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", help="a train.sh SAVE_DIR or a summ-package directory")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="0: any free port (the log line names it)")
+    parser.add_argument("--checkpoint", default="checkpoint_best.pt")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA when available)")
+    limits = Limits()
+    parser.add_argument("--max-documents", type=int, default=limits.max_documents, help="per request")
+    parser.add_argument("--max-document-chars", type=int, default=limits.max_document_chars,
+                        help="longer documents are refused (413), never truncated")
+    parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes)
+    parser.add_argument("--max-beam", type=int, default=limits.max_beam)
+    parser.add_argument("--max-len", type=int, default=limits.max_len, help="largest max_len_b a request may ask")
+    parser.add_argument("--max-batch-documents", type=int, default=64, help="documents decoded together")
+    parser.add_argument("--max-wait-ms", type=float, default=10.0,
+                        help="how long the first request of a batch waits for others")
+    parser.add_argument("--max-queue-documents", type=int, default=256,
+                        help="documents waiting at most; beyond, 503 with Retry-After")
+    parser.add_argument("--drain-timeout", type=float, default=60.0,
+                        help="on SIGTERM, seconds to answer the accepted requests")
+    return parser
+
+
+def check_args(parser, args) -> None:
+    for name in ("port", "max_documents", "max_document_chars", "max_body_bytes", "max_beam", "max_len",
+                 "max_batch_documents", "max_queue_documents"):
+        low = 0 if name == "port" else 1
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be at least {low}")
+    if args.max_wait_ms < 0 or args.drain_timeout < 0:
+        parser.error("--max-wait-ms and --drain-timeout must not be negative")
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_args(parser, args)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"{PROG}: %(levelname)s: %(message)s")
+    logger.setLevel(logging.INFO)
+    from fairseq_plugins.hub import Summarizer
+
+    try:
+        summarizer = Summarizer.from_pretrained(args.model_dir, checkpoint_file=args.checkpoint, device=args.device)
+    except (FileNotFoundError, ValueError) as err:  # a package refused is a ValueError too
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
+                    max_body_bytes=args.max_body_bytes, max_beam=args.max_beam, max_len=args.max_len)
+    service = Service(summarizer, limits, Path(args.model_dir).resolve().name, args.max_batch_documents,
+                      args.max_wait_ms / 1000, args.max_queue_documents)
+    asyncio.run(serve(make_app(service), args.host, args.port, args.drain_timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
