@@ -121,13 +121,18 @@ def test_one_process_with_half_the_batch_differs(data, two_processes, tmp_path):
         assert_same_weights(tmp_path / "half" / "checkpoint_last.pt", save_two / "checkpoint_last.pt")
 
 
-def test_sigterm_to_torchrun_saves_on_every_rank_and_the_same_command_resumes(data, two_processes, tmp_path):
-    """torchrun forwards SIGTERM to the workers; they finish the update together, rank 0 saves, they stop."""
+def test_sigterm_saves_on_every_rank_skips_validation_exits_75_and_the_same_command_resumes(data, two_processes,
+                                                                                             tmp_path):
+    """torchrun_train.sh forwards SIGTERM to torchrun, which passes it on to the workers with a shutdown timeout of
+    the script's; they finish the update together, skip the validation due after it, rank 0 saves, they stop,
+    and the script exits 75 (torchrun's own status after a signal is not the workers')."""
     import signal
     import time
 
-    command = ["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", data, tmp_path / "model", *TINY,
-               "--max-update", "6"]
+    validating = [option for option in TINY if option != "--disable-validation"] + ["--validate-interval-updates",
+                                                                                       "1"]
+    command = ["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", "--shutdown-timeout", "120", data,
+               tmp_path / "model", *validating, "--max-update", "6"]
     log = tmp_path / "first.log"
     with log.open("w") as out:
         first = subprocess.Popen([str(c) for c in command], cwd=ROOT, env=command_env(), stdout=out,
@@ -136,16 +141,22 @@ def test_sigterm_to_torchrun_saves_on_every_rank_and_the_same_command_resumes(da
         while "num_updates=2," not in log.read_text():
             assert first.poll() is None and time.time() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        first.send_signal(signal.SIGTERM)  # torchrun_train.sh has exec'd torchrun
+        first.send_signal(signal.SIGTERM)  # to the script
         first.wait(timeout=120)
     text = log.read_text()
+    assert first.returncode == 75, text[-3000:]
+    assert "torchrun_train.sh: got SIGTERM" in text
     assert text.count("fairseq_worker: got signal SIGTERM") == 2  # both ranks
     k = int(re.search(r"stopped on a signal after update (\d+)", text).group(1))
     assert re.search(rf"Saved checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates", text)
     assert [u["num_updates"] for u in train_updates(text)] == list(range(1, k + 1))
+    validated = [int(n) for n in re.findall(r"valid on 'valid' subset \|.*\| num_updates (\d+)", text)]
+    assert validated == list(range(1, k)) and "skipping the validation due after this update" in text
+    assert not (tmp_path / "model" / ".stopped_on_signal").exists()
 
     second = run(command)
     log_two = second.stdout + second.stderr
+    assert re.findall(r"valid on 'valid' subset \|.*\| num_updates (\d+)", log_two)[0] == str(k + 1)
     assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates\)", log_two)
     resumed = train_updates(log_two)
     assert [u["num_updates"] for u in resumed] == list(range(k + 1, 7))
@@ -194,3 +205,22 @@ def test_two_processes_validate_by_rouge_like_one_process_on_the_same_checkpoint
 
     assert figures_two[2] == figures_one[1]  # rouge_1, rouge_2, rouge_l
     assert figures_one[1][2] > 0  # a real score: the summaries share words with their references
+
+
+def test_torchrun_train_help_and_options_anywhere_before_the_directories(tmp_path):
+    script = "scripts/launch/torchrun_train.sh"
+    shown = run([script, "--help"])
+    assert shown.stdout.startswith("Multi-process training without Slurm") and "--shutdown-timeout" in shown.stdout
+    assert shown.stderr == ""
+    (tmp_path / "data" / "bin").mkdir(parents=True)
+    (tmp_path / "data" / "bin" / "dict.src.txt").write_text("")
+    # -c after a launcher option is still the config (here one that does not exist: a usage error naming it)
+    late = run([script, "--nproc-per-node", "1", "-c", "no_such_config", "--max-restarts", "0", tmp_path / "data",
+                tmp_path / "model"], check=False)
+    assert late.returncode == 2 and "config not found: no_such_config" in late.stderr
+    for bad, message in ((["--bogus"], "unknown option: --bogus"),
+                         (["--shutdown-timeout", "soon"], "--shutdown-timeout needs a number of seconds")):
+        refused = run([script, *bad, tmp_path / "data", tmp_path / "model"], check=False)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    refused = run([script, "--nproc-per-node"], check=False)
+    assert refused.returncode == 2 and "--nproc-per-node needs a value" in refused.stderr

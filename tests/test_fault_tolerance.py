@@ -54,7 +54,7 @@ def reference(data, tmp_path_factory):
     """An uninterrupted run of 8 updates saving every 3: (save dir, per-update log)."""
     save = tmp_path_factory.mktemp("reference") / "model"
     result = run(["./train.sh", data, save, *TINY, "--max-update", "8", "--save-interval-updates", "3"])
-    return save, train_updates(result.stdout)
+    return save, train_updates(result.stdout + result.stderr)  # train.sh logs to stderr
 
 
 def test_kill_9_then_same_command_resumes_like_an_uninterrupted_run(data, reference, tmp_path):
@@ -73,8 +73,9 @@ def test_kill_9_then_same_command_resumes_like_an_uninterrupted_run(data, refere
     assert done_before_kill[-1]["num_updates"] > k  # there was work after the last checkpoint
 
     second = run(command)
-    assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates\)", second.stdout)
-    resumed = train_updates(second.stdout)
+    second_log = second.stdout + second.stderr
+    assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {k} updates\)", second_log)
+    resumed = train_updates(second_log)
     assert [u["num_updates"] for u in resumed] == list(range(k + 1, 9))  # nothing lost: k+1..8
     _, uninterrupted = reference
     assert_same_updates(resumed, uninterrupted[k:])  # ... and the same updates as without the kill
@@ -169,8 +170,9 @@ def test_kill_9_during_the_copy_to_checkpoint_last_truncates_it_and_the_guard_re
     resumed = run(command[:-2] + ["--max-update", str(newest + 1)])
     assert f"restored checkpoint_last.pt from checkpoint_1_{newest}.pt ({newest} updates)" in resumed.stderr
     assert (save / "checkpoint_last.pt.corrupt").exists()
-    assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {newest} updates\)", resumed.stdout)
-    assert [u["num_updates"] for u in train_updates(resumed.stdout)] == [newest + 1]
+    resumed_log = resumed.stdout + resumed.stderr
+    assert re.search(rf"Loaded checkpoint \S+/checkpoint_last\.pt \(epoch 1 @ {newest} updates\)", resumed_log)
+    assert [u["num_updates"] for u in train_updates(resumed_log)] == [newest + 1]
     # A complete checkpoint_last.pt is left alone.
     again = run([sys.executable, "scripts/launch/checkpoint_guard.py", save])
     assert "restored" not in again.stderr

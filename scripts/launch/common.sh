@@ -35,6 +35,27 @@ hold_lock() {
         "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$file"
 }
 
+# run_forwarding NAME COMMAND...: COMMAND in the background, with SIGUSR1 and SIGTERM to this script forwarded to it
+# until it has really ended (bash's `wait` returns early when a trapped signal arrives).  Sets STATUS (COMMAND's
+# exit status) and SIGNALLED (USR1 or TERM, the last signal forwarded; empty without one).
+run_forwarding() {
+    local name="$1" sig
+    shift
+    SIGNALLED="" STATUS=0
+    "$@" &
+    FORWARD_PID=$!
+    for sig in USR1 TERM; do
+        # shellcheck disable=SC2064  # expanded now: the signal's name
+        trap "SIGNALLED=$sig; echo '$name: got SIG$sig, forwarding it to the training processes' >&2
+              kill -s $sig \"\$FORWARD_PID\" 2>/dev/null || true" "$sig"
+    done
+    while kill -0 "$FORWARD_PID" 2>/dev/null; do
+        wait "$FORWARD_PID" || true  # 128 + signal when a trapped signal interrupted it
+    done
+    wait "$FORWARD_PID" || STATUS=$?  # the status of the ended command (bash keeps it)
+    trap - USR1 TERM
+}
+
 prepare_training() {
     local config="" force=0 data file
     while [[ $# -gt 0 ]]; do

@@ -24,13 +24,15 @@ process:
 
 Stopping on a signal (preemption).  fairseq-train installs no signal handler: SIGUSR1 or SIGTERM kill it
 where it stands and every update since its last checkpoint is lost.  This worker turns SIGUSR1 and SIGTERM
-into "finish the current update, save checkpoint_last.pt, stop": every rank all-reduces a stop flag once per
+into "finish the current update, save checkpoint_last.pt, stop" (a validation due after that update is skipped
+unless the run ends there anyway, so that the save fits in the launcher's shutdown time): every rank all-reduces a stop flag once per
 update (one scalar), so all ranks stop after the same update and rank 0 saves while the others wait.  The
 worker then exits with status 75 (EX_TEMPFAIL, "resumable"); the same command resumes from checkpoint_last.pt
 (fairseq's default --restore-file) with the same data order and learning-rate schedule.  A run that reaches
 its end (--max-update, --max-epoch, patience) exits 0 even when a signal came in its last update.
 """
 import logging
+import math
 import os
 import signal
 import socket
@@ -124,6 +126,36 @@ def _request_stop(signum, frame):
                     f"the current update\n".encode())
 
 
+def ends_by_itself(cfg, trainer) -> bool:
+    """Does fairseq-train stop after this update anyway (--max-update, --stop-time-hours)?  Its final validation
+    then runs even after a stop signal: the run is finished, not resumed."""
+    max_update = cfg.optimization.max_update or math.inf
+    hours = trainer.cumulative_training_time() / 3600
+    return trainer.get_num_updates() >= max_update or 0 < cfg.optimization.stop_time_hours < hours
+
+
+def without_validation(original, cfg, *args):
+    """fairseq's validate_and_save with validation off for this call: after a stop signal the workers have
+    torchrun's --shutdown-timeout (or Slurm's warning time) to save, and a due validation (--eval-rouge decodes
+    the whole split) could outlast it; the resumed run validates at its next interval."""
+    disabled = cfg.dataset.disable_validation
+    cfg.dataset.disable_validation = True
+    try:
+        logger.info("stop signal: skipping the validation due after this update, saving")
+        return original(cfg, *args)
+    finally:
+        cfg.dataset.disable_validation = disabled
+
+
+def record_resumable(updates: int) -> None:
+    """Rank 0 tells the launcher (torchrun_train.sh, through SUMM_RESUMABLE_FILE) that it stopped on a signal
+    with checkpoint_last.pt saved: torchrun, signalled itself, exits with a status of its own."""
+    path = os.environ.get("SUMM_RESUMABLE_FILE")
+    if path and int(os.environ.get("RANK", 0)) == 0:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"stopped on a signal after update {updates}, checkpoint_last.pt saved\n")
+
+
 def install_stop_on_signal():
     """Make fairseq-train save checkpoint_last.pt and stop, on every rank together, after a stop signal."""
     from fairseq_cli import train as fairseq_train  # first: it sets up fairseq-train's logging (to stdout)
@@ -142,7 +174,11 @@ def install_stop_on_signal():
 
     def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
         requested = stop_requested_anywhere(trainer)  # collective: every rank calls it once per update
-        valid_losses, should_stop = original(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
+        if requested and not ends_by_itself(cfg, trainer):
+            valid_losses, should_stop = without_validation(original, cfg, trainer, task, epoch_itr, valid_subsets,
+                                                           end_of_epoch)
+        else:
+            valid_losses, should_stop = original(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
         if not requested or should_stop:  # should_stop: the run ended by itself and has saved
             return valid_losses, should_stop
         updates = trainer.get_num_updates()
@@ -155,6 +191,7 @@ def install_stop_on_signal():
         logger.info(f"stopped on a signal after update {updates}; checkpoint saved, run the same command to "
                     f"resume (exit status {RESUMABLE_EXIT})")
         _stop["stopped_early"] = True
+        record_resumable(updates)
         return valid_losses, True
 
     fairseq_train.validate_and_save = validate_and_save
