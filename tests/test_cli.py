@@ -2,11 +2,14 @@
 output options (the old ones as aliases), one exit-code scheme (0 success, 1 runtime failure, 2 usage or bad
 input), detokenized English for users and tokens for ROUGE, copied words spelled as the source spells them, and
 quiet shell scripts (fairseq's noise in a log file)."""
+import importlib.util
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import ROOT, run, slice_corpus
 
@@ -14,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import abstractiveness, files2rouge, rouge155  # noqa: E402
 from fairseq_plugins.text import convert, prepare, restore  # noqa: E402
 from fairseq_plugins.text.tokenization import Tokenizer, display_text  # noqa: E402
+from fairseq_plugins.tools import attention_stats, average_checkpoints, rouge_significance, visualize_attention  # noqa
 
 VERSION = re.compile(r"^\S+ \(fairseq-summarization-plugins \d+\.\d+\.\d+\)$")
 TRAIN_SRC = ["the town of Smallville has a mayor .", "a mayor of the press met the town ."]
@@ -51,10 +55,62 @@ def generated(path, hypotheses):
     return path
 
 
-@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness])
+TOOLS = [average_checkpoints, rouge_significance, visualize_attention, attention_stats]
+
+
+@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness, *TOOLS])
 def test_version_everywhere(module, capsys):
     status, out, _ = main_status(module, ["--version"], capsys)
     assert status == 0 and VERSION.match(out.strip()), out
+
+
+def test_the_moved_scripts_are_installed_commands_and_their_old_paths_shims():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for module in TOOLS:
+        name = module.__name__.rsplit(".", 1)[1]
+        assert scripts[f"summ-{name.replace('_', '-')}"] == f"{module.__name__}:main"
+        spec = importlib.util.spec_from_file_location(f"old_{name}", ROOT / "scripts" / f"{name}.py")
+        old = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)  # the old path: the same names, the same command
+        public = [key for key in vars(module) if not key.startswith("_")]
+        assert all(getattr(old, key) is getattr(module, key) for key in public) and old.main is module.main
+    assert scripts["summ-files2rouge"] == scripts["files2rouge"]  # a name that shadows no other tool
+
+
+def checkpoint(path, updates, config, **tensors):
+    torch.save({"model": tensors, "cfg": config, "optimizer_history": [{"num_updates": updates}],
+                "last_optimizer_state": {"step": updates}}, path)
+    return path
+
+
+def test_average_refuses_tensors_of_different_shapes(tmp_path, capsys):
+    a = checkpoint(tmp_path / "a.pt", 5, "A", w=torch.ones(512))
+    b = checkpoint(tmp_path / "b.pt", 6, "B", w=torch.ones(1))  # broadcastable: it must not be averaged anyway
+    status, _, err = main_status(average_checkpoints, ["--inputs", a, b, "--output", tmp_path / "avg.pt"], capsys)
+    assert status == 2 and "w has shape (1,)" in err and "(512,)" in err
+    assert not (tmp_path / "avg.pt").exists()
+
+
+def test_average_keeps_the_config_of_the_input_with_the_most_updates(tmp_path, capsys):
+    paths = [checkpoint(tmp_path / "b.pt", 20, "B", w=torch.full((2,), 2.0)),
+             checkpoint(tmp_path / "a.pt", 10, "A", w=torch.full((2,), 1.0)),
+             checkpoint(tmp_path / "c.pt", 15, "C", w=torch.full((2,), 6.0))]
+    status, _, err = main_status(average_checkpoints, ["--inputs", *paths, "-o", tmp_path / "avg.pt"], capsys)
+    assert status == 0, err
+    averaged = torch.load(tmp_path / "avg.pt", weights_only=True)
+    assert averaged["cfg"] == "B" and averaged["optimizer_history"][-1]["num_updates"] == 20  # not the last, C
+    assert torch.equal(averaged["model"]["w"], torch.full((2,), 3.0)) and "last_optimizer_state" not in averaged
+
+
+@pytest.mark.parametrize("resamples", ["0", "-5"])
+def test_rouge_significance_resamples_below_one_is_a_usage_error(tmp_path, capsys, resamples):
+    status, _, err = main_status(rouge_significance, ["a.tsv", "b.tsv", "--resamples", resamples], capsys)
+    assert status == 2 and "--resamples: must be at least 1" in err
+
+
+def test_rouge_significance_missing_table_is_bad_input(tmp_path, capsys):
+    status, _, err = main_status(rouge_significance, [tmp_path / "a.tsv", tmp_path / "b.tsv"], capsys)
+    assert status == 2 and f"{tmp_path / 'a.tsv'}: no such file" in err
 
 
 def test_restore_dash_is_stdout_and_old_spelling_still_works(tmp_path, capsys, monkeypatch):

@@ -1,9 +1,11 @@
-#!/usr/bin/env python
-"""Is a model using its attention?  Teacher-forces the reference summaries of a split and reports how focused the
+"""summ-attention-stats: is a model using its attention?  Teacher-forces the reference summaries of a split and reports how focused the
 attention over the source is, the per-token NLL, and how similar the decoder states at sentence ends are.
 
-    python scripts/attention_stats.py CHECKPOINT BIN_DIR [--split valid] [--max-tokens 4000] [--max-batches N]
-                                      [--cohesion-state after|word|separator]
+    summ-attention-stats CHECKPOINT BIN_DIR [--split valid] [--max-tokens 4000] [--max-batches N]
+                         [--cohesion-state after|word|separator]
+
+(``python scripts/attention_stats.py`` is the same command.)  Exit status: 0 success, 1 runtime failure, 2 usage
+or bad input.
 
 CHECKPOINT is a fairseq checkpoint (train.sh's SAVE_DIR/checkpoint_best.pt, or fairseq's own lstm); BIN_DIR is
 preprocess.sh's DATA_DIR/bin.  Over every target token (padding excluded) it prints, as one JSON line:
@@ -35,18 +37,13 @@ import sys
 import numpy as np
 import torch
 
-try:
-    import fairseq_plugins
-except ImportError:  # run from a checkout without the editable install
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import fairseq_plugins
-
+import fairseq_plugins
 from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
 from fairseq_plugins.criterions.semantic_cohesion import (COHESION_STATES, DEFAULT_SENTENCE_END, delimiter_ids,
                                                          pair_cosines)
-from fairseq_plugins.text.textio import UserError, run_cli
+from fairseq_plugins.text.textio import UserError, add_version, run_cli
 
-PROG = "attention_stats.py"
+PROG = "summ-attention-stats"
 
 
 def batch_sums(attn: torch.Tensor, src_tokens: torch.Tensor, target: torch.Tensor, pad: int) -> dict:
@@ -157,6 +154,7 @@ def body(argv):
     parser.add_argument("--max-batches", type=int, help="stop after this many batches (default: the whole split)")
     parser.add_argument("--cohesion-state", choices=COHESION_STATES, default="after",
                         help="which decoder state ends a sentence, for end_cos_1/2 (semantic_cohesion's readings)")
+    add_version(parser)
     args = parser.parse_args(argv)
     model, task = load(args.checkpoint, args.bin_dir, args.split)
     dictionary = task.target_dictionary
@@ -189,5 +187,9 @@ def body(argv):
         raise UserError("the attention has non-finite values")
 
 
+def main(argv=None):
+    return run_cli(PROG, body, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(PROG, body))
+    sys.exit(main())

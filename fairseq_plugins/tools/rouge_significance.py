@@ -1,8 +1,10 @@
-#!/usr/bin/env python
-"""Is system B's ROUGE really different from system A's?  A paired bootstrap over the test documents.
+"""summ-rouge-significance: is system B's ROUGE really different from system A's?  A paired bootstrap over the
+test documents.
 
     summ-rouge --refs REFS --hyps A.txt --lang zh --per-doc A.tsv     (and the same for B)
-    python scripts/rouge_significance.py A.tsv B.tsv [--resamples 10000] [--seed 1]
+    summ-rouge-significance A.tsv B.tsv [--resamples 10000] [--seed 1]
+
+(``python scripts/rouge_significance.py`` is the same command.)
 
 The inputs are summ-rouge's per-document scores (official ROUGE-1.5.5 ``-d``), for the same documents in the
 same order.  For each metric (ROUGE-1/2/L F1) the script prints the difference B - A of the mean over documents
@@ -10,7 +12,8 @@ same order.  For each metric (ROUGE-1/2/L F1) the script prints the difference B
 replacement (the same resampled documents for both systems: the test is paired), and the share of resamples in
 which B does not beat A (Koehn 2004, "Statistical significance tests for machine translation evaluation": the
 approximate one-sided p-value of "B is better").  ROUGE-1.5.5's own interval (``-c 95 -r 1000``) is per system
-and says nothing about a difference between two systems on the same documents.
+and says nothing about a difference between two systems on the same documents.  Exit status: 0 success,
+1 runtime failure, 2 usage or bad input (a malformed table, tables of different lengths, --resamples below 1).
 """
 import argparse
 import csv
@@ -19,16 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
+from fairseq_plugins.text.textio import UserError, add_version, run_cli
+
+PROG = "summ-rouge-significance"
 METRICS = ("rouge-1-f", "rouge-2-f", "rouge-l-f")
 CHUNK = 500  # resamples drawn at once
 
 
 def read_per_doc(path: Path) -> np.ndarray:
     """docs x 3 array of F1 (fractions) from a summ-rouge --per-doc TSV; a malformed line stops with its number."""
+    if not Path(path).is_file():
+        raise UserError(f"{path}: no such file")
     with open(path, encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle, delimiter="\t"))
     if not rows or any(metric not in rows[0] for metric in METRICS):
-        sys.exit(f"{path}:1: not a summ-rouge --per-doc table (needs the columns doc, {', '.join(METRICS)})")
+        raise UserError(f"{path}:1: not a summ-rouge --per-doc table (needs the columns doc, {', '.join(METRICS)})")
     columns = [rows[0].index(metric) for metric in METRICS]
     scores = []
     for number, row in enumerate(rows[1:], start=2):
@@ -37,9 +45,9 @@ def read_per_doc(path: Path) -> np.ndarray:
                 raise ValueError(f"document {row[0]!r} where {number - 2} was expected")
             scores.append([float(row[column]) for column in columns])
         except (IndexError, ValueError) as error:
-            sys.exit(f"{path}:{number}: bad per-document line ({error})")
+            raise UserError(f"{path}:{number}: bad per-document line ({error})") from None
     if not scores:
-        sys.exit(f"{path}: no documents")
+        raise UserError(f"{path}: no documents")
     return np.asarray(scores)  # D x 3
 
 
@@ -58,16 +66,26 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, seed: int):
     return diff.mean(axis=0), low, high, not_better
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def positive(text: str) -> int:
+    """argparse type: an integer of at least 1 (0 resamples would give no interval at all)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _main(argv):
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", type=Path, help="per-document scores of system A (the baseline)")
     parser.add_argument("b", type=Path, help="per-document scores of system B")
-    parser.add_argument("--resamples", type=int, default=10000)
+    parser.add_argument("--resamples", type=positive, default=10000)
     parser.add_argument("--seed", type=int, default=1)
+    add_version(parser)
     args = parser.parse_args(argv)
     a, b = read_per_doc(args.a), read_per_doc(args.b)
     if len(a) != len(b):
-        sys.exit(f"{args.a} has {len(a)} documents and {args.b} {len(b)}: score both on the same references")
+        raise UserError(f"{args.a} has {len(a)} documents and {args.b} {len(b)}: score both on the same references")
     delta, low, high, not_better = paired_bootstrap(a, b, args.resamples, args.seed)
     print(f"B = {args.b}\nA = {args.a}\n{len(a)} documents, {args.resamples} paired resamples (seed {args.seed})")
     print("metric     B - A   95% interval        share of resamples with B <= A")
@@ -76,5 +94,9 @@ def main(argv=None):
         print(f"{name:<9} {100 * delta[i]:+6.2f}   [{100 * low[i]:+6.2f}, {100 * high[i]:+6.2f}]   {not_better[i]:.4f}")
 
 
+def main(argv=None):
+    return run_cli(PROG, _main, argv)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
-#!/usr/bin/env python
-"""Summarize one document and render what the model attended to, copied and covered (HTML page + PNG).
+"""summ-visualize-attention: summarize one document and render what the model attended to, copied and covered
+(HTML page + PNG).
 
-    python scripts/visualize_attention.py MODEL_DIR [--data-dir DATA_DIR] [--checkpoint NAME]
+    summ-visualize-attention MODEL_DIR [--data-dir DATA_DIR] [--checkpoint NAME]
         (--text "raw document" | --input FILE [--index N])
         [--html OUT.html] [--png OUT.png] [--beam 5] [--max-len-b 60] [--min-len 5] [--lenpen 1.0]
 
@@ -11,20 +11,17 @@ stdin); --index picks one (0-based, default 0).  The document goes through the s
 and OOV restoration as generate.sh --input; the generated summary is then teacher-forced through the model to
 read the attention, p_gen and coverage of each output token (fairseq_plugins/hub.py).  The page and the image
 are described in fairseq_plugins/visualize.py.  The summary is printed on stdout; logs go to stderr.
+(``python scripts/visualize_attention.py`` is the same command.)  Exit status: 0 success, 1 runtime failure,
+2 usage or bad input.
 """
 import argparse
 import logging
 import os
 import sys
 
-try:
-    import fairseq_plugins  # noqa: F401
-except ImportError:  # run from a checkout without the editable install
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fairseq_plugins.text.textio import UserError, add_version, no_stdout, read_lines, run_cli
 
-from fairseq_plugins.text.textio import UserError, read_lines, run_cli
-
-PROG = "visualize_attention.py"
+PROG = "summ-visualize-attention"
 
 
 def build_parser():
@@ -46,7 +43,7 @@ def build_parser():
     parser.add_argument("--min-len", type=int, default=5)
     parser.add_argument("--lenpen", type=float, default=1.0)
     parser.add_argument("--quiet", action="store_true", help="no fairseq log messages")
-    return parser
+    return add_version(parser)
 
 
 def read_document(path, index):
@@ -65,6 +62,9 @@ def _main(argv):
     args = parser.parse_args(argv)
     if not args.html and not args.png:
         parser.error("give --html and/or --png")
+    for option, path in (("--html", args.html), ("--png", args.png)):
+        if path:
+            no_stdout(option, path, "stdout holds the summary")
     if args.text is not None and args.index != 0:
         parser.error("--index goes with --input")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
