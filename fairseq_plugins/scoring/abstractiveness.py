@@ -314,7 +314,7 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     if args.html_docs < 0:
         raise UserError(f"--html-docs must be 0 or more, not {args.html_docs}")
     if args.plot:
-        no_stdout("--plot", args.plot)  # an image, not text
+        no_stdout("--plot", args.plot, "it is an image")
     if args.json == STDOUT and args.html == STDOUT:
         raise UserError("--json - and --html -: only one of them can go to stdout")
     names = system_names(args.hyp, args.name)

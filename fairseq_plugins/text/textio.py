@@ -158,10 +158,10 @@ def add_version(parser):
     return parser
 
 
-def no_stdout(option, path):
-    """A UserError when ``path`` is ``-`` for an option that names more than one file (a prefix, a directory)."""
+def no_stdout(option, path, why="this option names several files"):
+    """A UserError when ``path`` is ``-`` for an output that cannot be stdout (a prefix, a directory, an image)."""
     if str(path) == STDOUT:
-        raise UserError(f"{option} -: this option names several files, so it cannot be stdout; give a path")
+        raise UserError(f"{option} -: {why}, so it cannot be stdout; give a path")
 
 
 def write_text(path, text):
