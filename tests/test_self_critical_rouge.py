@@ -233,6 +233,125 @@ def test_one_shared_encoder_pass_scores_y_s_with_the_probabilities_it_was_sample
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters() if p.requires_grad)
 
 
+def teacher_forced(model, sample, run: FreeRun):
+    """log p(y_t) (B x T) and decoder states (B x T x H) of a run's tokens from one ordinary teacher-forced pass,
+    0 after each row's end: what a scored run must equal."""
+    tokens = run.tokens
+    net_output = model(**dict(sample["net_input"], prev_output_tokens=teacher_forcing_input(tokens, PAD, EOS)))
+    decoded = torch.arange(tokens.size(1)).unsqueeze(0) < run.lengths.unsqueeze(1)  # B x T
+    log_p = model.get_target_log_probs(net_output, tokens) * decoded
+    return log_p, net_output[1]["decoder_states"] * decoded.unsqueeze(2)
+
+
+def gradients(loss, model):
+    return torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+
+
+def assert_same_gradients(got, expected, model):
+    compared = 0
+    for (name, _), g, e in zip(model.named_parameters(), got, expected):
+        if e is None:
+            assert g is None or g.abs().max() == 0, name
+            continue
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7, msg=name)
+        compared += 1
+    assert compared > 5
+
+
+@pytest.mark.parametrize("variant", ["pgn", "pgn_no_copy_no_coverage", "pgn_luong_embed_norm", "gru"])
+def test_sampling_with_gradient_gives_the_teacher_forced_scores_states_and_gradients(variant):
+    """Issue 21 point 3: ``free_run(score=True)`` keeps the graph of the steps that drew y^s.  Its log p(y^s_t)
+    and decoder states equal those of a teacher-forced pass over the same tokens, and so do the gradients of
+    any function of them, with rows leaving the batch at different steps (limits 3 and 7)."""
+    torch.manual_seed(6)
+    build, options = VARIANTS[variant]
+    model = build(DICT, **options).eval()
+    sample = batch()
+    src = {k: v for k, v in sample["net_input"].items() if k != "prev_output_tokens"}
+    run = free_run(model, sample["net_input"], torch.zeros(2, dtype=torch.bool), torch.tensor([3, 7]),
+                   generator=torch.Generator().manual_seed(2), encoder_out=model.encoder(**src), score=True)
+    assert run.scored and run.log_probs.requires_grad and run.states.requires_grad
+    assert run.lengths[0] <= 3
+    log_p, states = teacher_forced(model, sample, run)
+    torch.testing.assert_close(run.log_probs, log_p, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run.states, states, atol=1e-5, rtol=1e-5)
+    weights = torch.randn(log_p.shape)  # B x T
+    directions = torch.randn(states.shape)  # B x T x H
+    got = gradients((weights * run.log_probs).sum() + (directions * run.states).sum(), model)
+    expected = gradients((weights * log_p).sum() + (directions * states).sum(), model)
+    assert_same_gradients(got, expected, model)
+
+
+def spy_on_rewards(scr) -> dict:
+    """Keeps what the criterion's ``reward_factors`` saw and returned (sampled, greedy, factor)."""
+    seen = {}
+    reward_factors = scr.reward_factors
+
+    def spy(sampled, greedy, target):
+        seen.update(sampled=sampled, greedy=greedy)
+        seen["factor"] = reward_factors(sampled, greedy, target)[0]
+        return reward_factors(sampled, greedy, target)
+
+    scr.reward_factors = spy
+    return seen
+
+
+@pytest.mark.parametrize("build", [tiny_model, tiny_gru])
+def test_the_update_differentiates_y_s_in_the_steps_that_sampled_it(build):
+    """The criterion's own decode, with dropout in the model (off while sampling): y^s arrives scored (no
+    teacher-forced pass over it), and the loss and its gradient equal eq 15 computed from an independent
+    teacher-forced pass over the same y^s."""
+    torch.manual_seed(7)
+    model = build(DICT, dropout=0.5).train()
+    scr = criterion(rl_gamma=1.0, rl_max_len_b=7, rl_timing=True)
+    seen = spy_on_rewards(scr)
+    sample = batch()
+    loss, _, log = scr(model, sample)
+    assert seen["sampled"].scored and not seen["greedy"].scored
+    got = gradients(loss, model)
+    model.eval()  # the network y^s was sampled from: dropout off
+    log_p, _ = teacher_forced(model, sample, seen["sampled"])
+    expected = (seen["factor"].float() * log_p).sum()  # eq 15, summed over the batch
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert_same_gradients(got, gradients(expected, model), model)
+
+
+def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampling_steps():
+    """self_critical_cohesion's ``sample_penalty`` (lambda L_SEM of y^s) reads the decoder states of the steps
+    that sampled y^s: its value and gradient equal L_SEM of a teacher-forced pass over the same summaries."""
+    from fairseq_plugins.criterions.semantic_cohesion import (
+        SelfCriticalCohesionConfig,
+        SelfCriticalCohesionCriterion,
+        semantic_cohesion,
+    )
+
+    words = tiny_dictionary("a b c d e f g .")
+    dot = words.index(".")
+
+    class DotTask(Task):
+        target_dictionary = words
+
+    torch.manual_seed(8)
+    model = tiny_model(words, no_copy=True).eval()
+    with torch.no_grad():
+        model.decoder.output_projection.bias[dot] += 3.0  # summaries of several sentences
+    scr = SelfCriticalCohesionCriterion(DotTask(), SelfCriticalCohesionConfig(
+        focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0, on_nonfinite="stop", rl_gamma=1.0, rl_max_len_b=8,
+        cohesion_lambda=0.5, cohesion_sentence_end="."))
+    seen = spy_on_rewards(scr)
+    sample = batch()
+    loss, size, log = scr(model, sample)
+    sampled = seen["sampled"]
+    assert sampled.scored
+    log_p, states = teacher_forced(model, sample, sampled)
+    l_sem = semantic_cohesion(states, sampled.tokens, sampled.tokens.eq(dot), PAD, EOS, form="squared")  # B
+    assert l_sem.sum() > 0, sampled.tokens  # some sample has two sentences
+    torch.testing.assert_close(log["cohesion_sample"], l_sem.sum().detach(), atol=1e-6, rtol=1e-5)
+    expected = (seen["factor"].float() * log_p).sum() + 0.5 * l_sem.sum()  # gamma (L_rl + lambda L_SEM(y^s))
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert_same_gradients(gradients(loss, model), gradients(expected, model), model)
+
+
 def test_a_sampled_marker_round_trips_to_the_source_word(tmp_path, caplog):
     """A pointer model that only copies (p_gen = 0): the sample is made of the source's marker, which is fed
     back and scored as that document's marker, and the logged sample text shows the word behind it."""

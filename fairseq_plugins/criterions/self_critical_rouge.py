@@ -349,11 +349,12 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
             return model.encoder(**encoder_input(sample["net_input"]))
 
     def decode(self, model, sample, encoder_out=None) -> Tuple[FreeRun, FreeRun]:
-        """y^s and y^g of every document, without gradient (dropout off unless --rl-dropout), from
-        ``encoder_out`` when given."""
+        """y^s and y^g of every document (dropout off unless --rl-dropout).  From the update's shared
+        ``encoder_out`` (with gradient), y^s is sampled with gradient and carries log p(y^s_t) and its decoder
+        states (``FreeRun.scored``); without it, both are decoded without gradient and the encoder runs here."""
         with dropout_off(model, not self.cfg.rl_dropout):
             return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
-                                     encoder_out=encoder_out)
+                                     encoder_out=encoder_out, score=encoder_out is not None)
 
     def max_lengths(self, model, sample) -> Tensor:
         """B: a * source length + b tokens per document, at least 1, at most the decoder's positions."""
@@ -402,13 +403,17 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         return self.score_sample(model, sample, sampled, encoder_out)[0]
 
     def score_sample(self, model, sample, sampled: FreeRun, encoder_out=None):
-        """``sample_log_probs`` and the teacher-forced net_output over y^s it comes from."""
+        """``sample_log_probs`` and the net_output over y^s it comes from: for a ``scored`` sample, its own
+        log-probabilities and ``(None, {"decoder_states": B x T x H})`` from the sampling steps; otherwise one
+        teacher-forced pass."""
         tokens = sampled.tokens  # B x T
+        decoded = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0) < sampled.lengths.unsqueeze(1)
+        if sampled.scored:
+            return sampled.log_probs * decoded, (None, {"decoder_states": sampled.states})
         prev = teacher_forcing_input(tokens, self.pad, self.eos)  # B x T
         with dropout_off(model, not self.cfg.rl_dropout):
             net_output = forward(model, sample["net_input"], prev, encoder_out)
             log_p = target_log_probs(model, net_output, tokens)  # B x T
-        decoded = torch.arange(tokens.size(1), device=tokens.device).unsqueeze(0) < sampled.lengths.unsqueeze(1)
         return log_p * decoded, net_output
 
     def sample_penalty(self, model, net_output, sampled: FreeRun) -> Tuple[Tensor, Dict[str, Tensor]]:

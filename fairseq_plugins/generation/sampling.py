@@ -16,12 +16,17 @@ its ``</s>``, or without one after ``max_len`` tokens (no ``</s>`` is forced: ev
 model's own choice).  Finished rows leave the batch (fairseq's ``reorder_encoder_out`` and
 ``reorder_incremental_state``), so the steps cost what the unfinished rows need.
 
-Nothing here records gradients: the criterion scores a sampled summary afterwards with one ordinary
-teacher-forced forward pass, which gives the same probabilities because incremental decoding equals the full
-forward pass (tested for every model), and back-propagates through that.
+Gradient (``score=True``).  Without it nothing here records gradients: a criterion can score a sampled summary
+afterwards with one ordinary teacher-forced forward pass, which gives the same probabilities because incremental
+decoding equals the full forward pass (tested for every model).  With it the rows' own decoder steps keep their
+graph and each row returns log p(y_t | y_<t, x) of its drawn tokens with gradient (``model.get_target_log_probs``,
+what the losses take the log of), and the decoder states of those steps: the probability differentiated is then
+the one sampled with by construction (dropout masks included), and no second pass over the summary is needed.
+As rows finish they leave the batch, so the graph (and its backward pass) covers each row's own length only, where
+a teacher-forced pass over a batch of samples computes every row up to the longest one.
 """
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
@@ -34,14 +39,20 @@ class FreeRun:
     tokens: B x T ids, each row its summary, then ``</s>`` if it stopped by itself, then padding.
     lengths: B, the number of decoded tokens of each row (its ``</s>`` included).
     log_probs: B x T, log P_t(y_t) of each decoded token under the model's unrestricted distribution (0 after
-        the row's end); what the teacher-forced pass recomputes with gradient.
+        the row's end); with ``scored``, the same with gradient, from the steps that drew the tokens.
     nonfinite: B, True where the model's distribution was not finite at some step (the row then ended there
         with ``</s>``); such a batch cannot be trained on.
+    scored: the run was decoded with ``score=True``: ``log_probs`` are what a teacher-forced pass would
+        recompute (with gradient when it was enabled), and ``states`` the decoder states.
+    states: B x T x H, with ``scored``: the decoder state of each decoded step (``extra["decoder_states"]``, the
+        state that predicts y_t; 0 after the row's end), None when the model does not expose them.
     """
     tokens: Tensor
     lengths: Tensor
     log_probs: Tensor
     nonfinite: Tensor
+    scored: bool = False
+    states: Optional[Tensor] = None
 
     def summary_lengths(self, eos: int) -> Tensor:
         """B: the number of summary tokens, ``</s>`` not counted."""
@@ -51,8 +62,10 @@ class FreeRun:
         """The runs of ``rows`` (B'), trimmed to their longest row."""
         lengths = self.lengths.index_select(0, rows)
         width = int(lengths.max()) if lengths.numel() else 0
+        states = None if self.states is None else self.states.index_select(0, rows)[:, :width]
         return FreeRun(self.tokens.index_select(0, rows)[:, :width], lengths,
-                       self.log_probs.index_select(0, rows)[:, :width], self.nonfinite.index_select(0, rows))
+                       self.log_probs.index_select(0, rows)[:, :width], self.nonfinite.index_select(0, rows),
+                       self.scored, states)
 
 
 def encoder_input(net_input: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -60,10 +73,44 @@ def encoder_input(net_input: Dict[str, Tensor]) -> Dict[str, Tensor]:
     return {key: value for key, value in net_input.items() if key != "prev_output_tokens"}
 
 
-@torch.no_grad()
+class StepScores:
+    """With ``score=True``: each step's log p(y_t) (with gradient) and decoder states, gathered into B x T
+    (x H) tensors at the end by one ``index_add`` each (rows leave the batch as they finish)."""
+
+    def __init__(self, rows: int, steps: int):
+        # the losses' own log P(target) (imported here: the criterions package imports this module)
+        from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
+
+        self.target_log_probs = target_log_probs
+        self.rows, self.steps = rows, steps
+        self.positions: List[Tensor] = []
+        self.log_probs: List[Tensor] = []
+        self.states: List[Tensor] = []
+
+    def add(self, model, net_output, choice: Tensor, active: Tensor, t: int) -> None:
+        """The step's log p of the drawn tokens (R') and decoder states (R' x H) of rows ``active``."""
+        self.positions.append(active * self.steps + t)  # R': the row's cell in the B x T grid
+        self.log_probs.append(self.target_log_probs(model, net_output, choice.unsqueeze(1)).squeeze(1))  # R'
+        states = net_output[1].get("decoder_states") if isinstance(net_output[1], dict) else None
+        if states is not None:
+            self.states.append(states[:, -1])  # R' x H
+
+    def gathered(self, width: int):
+        """(B x width log p, B x width x H states or None)."""
+        positions = torch.cat(self.positions)  # N
+        log_probs = torch.cat(self.log_probs)  # N
+        grid = log_probs.new_zeros(self.rows * self.steps).index_add(0, positions, log_probs)  # B*T
+        log_probs = grid.view(self.rows, self.steps)[:, :width]  # B x width
+        if len(self.states) != len(self.positions):
+            return log_probs, None
+        states = torch.cat(self.states)  # N x H
+        grid = states.new_zeros(self.rows * self.steps, states.size(1)).index_add(0, positions, states)
+        return log_probs, grid.view(self.rows, self.steps, -1)[:, :width]  # B x width x H
+
+
 def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tensor,
              source_rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
-             encoder_out=None) -> FreeRun:
+             encoder_out=None, score: bool = False) -> FreeRun:
     """Decode one summary per row without teacher forcing.
 
     Args:
@@ -76,10 +123,19 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
             ``arange(B).repeat(2)`` decodes every document twice from one encoder pass.
         generator: the random generator of the samples (default: torch's global one).
         encoder_out: the batch's encoder output when the caller has it (e.g. with gradient, for its own
-            teacher-forced passes: decoding records none); default: the encoder runs here.
+            teacher-forced passes); default: the encoder runs here.
+        score: keep the graph of the decoder steps (when gradients are enabled) and return log p of the drawn
+            tokens with gradient, and the decoder states (module docstring); otherwise nothing records gradients.
     Returns:
         a ``FreeRun`` of R rows.
     """
+    with torch.set_grad_enabled(score and torch.is_grad_enabled()):
+        return decode_rows(model, net_input, greedy, max_len, source_rows, generator, encoder_out, score)
+
+
+def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: Optional[Tensor],
+                generator: Optional[torch.Generator], encoder_out, score: bool) -> FreeRun:
+    """``free_run``'s loop (its arguments)."""
     dictionary = model.decoder.dictionary
     pad, eos, bos = dictionary.pad(), dictionary.eos(), dictionary.bos()
     if encoder_out is None:
@@ -94,24 +150,19 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
     log_probs = torch.zeros(rows, steps, device=device)  # R x T
     lengths = torch.zeros(rows, dtype=torch.long, device=device)  # R
     nonfinite = torch.zeros(rows, dtype=torch.bool, device=device)  # R
+    scores = StepScores(rows, steps) if score else None
     active = torch.arange(rows, device=device)  # the rows still decoding, in the decoder's batch order
     prefix = torch.full((rows, 1), eos, dtype=torch.long, device=device)  # decoder input so far (starts with </s>)
     incremental_state: Dict[str, Dict[str, Optional[Tensor]]] = {}
     drawn = (~greedy).nonzero().squeeze(1)  # the sampling rows' positions in the decoder's batch
     for t in range(steps):
         net_output = model.decoder(prefix, encoder_out=encoder_out, incremental_state=incremental_state)
-        probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
-        bad = ~torch.isfinite(probs).all(dim=1) | (probs < 0).any(dim=1)  # R'
-        allowed = probs.masked_fill(bad.unsqueeze(1), 0.0)  # R' x V
-        allowed[:, pad] = 0.0
-        if bos != eos:
-            allowed[:, bos] = 0.0
-        dead = bad | ~(allowed.sum(dim=1) > 0)  # R': nothing left to choose from
-        allowed[:, eos].masked_fill_(dead, 1.0)
-        choice = allowed.argmax(dim=1)  # R'
-        if drawn.numel():
-            choice[drawn] = draw(allowed[drawn], generator)
-        chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
+        with torch.no_grad():
+            probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
+            choice, bad = choose(probs, drawn, pad, eos, bos, generator)  # R' each
+            chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
+        if scores is not None:
+            scores.add(model, net_output, choice, active, t)
         tokens[active, t] = choice
         log_probs[active, t] = torch.log(chosen_prob.clamp(min=torch.finfo(probs.dtype).tiny))
         lengths[active] = t + 1
@@ -128,7 +179,26 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
             encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
             model.decoder.reorder_incremental_state_scripting(incremental_state, keep)
     width = int(lengths.max()) if rows else 0
-    return FreeRun(tokens[:, :width], lengths, log_probs[:, :width], nonfinite)
+    if scores is None:
+        return FreeRun(tokens[:, :width], lengths, log_probs[:, :width], nonfinite)
+    scored, states = scores.gathered(width)  # R x T, R x T x H
+    return FreeRun(tokens[:, :width], lengths, scored, nonfinite, scored=True, states=states)
+
+
+def choose(probs: Tensor, drawn: Tensor, pad: int, eos: int, bos: int, generator: Optional[torch.Generator]):
+    """Each row's token from its distribution (R' x V): argmax, or a draw for the rows ``drawn``; never padding
+    or ``<s>``; ``</s>`` where the distribution is not finite or leaves nothing.  Returns (choice R', bad R')."""
+    bad = ~torch.isfinite(probs).all(dim=1) | (probs < 0).any(dim=1)  # R'
+    allowed = probs.masked_fill(bad.unsqueeze(1), 0.0)  # R' x V
+    allowed[:, pad] = 0.0
+    if bos != eos:
+        allowed[:, bos] = 0.0
+    dead = bad | ~(allowed.sum(dim=1) > 0)  # R': nothing left to choose from
+    allowed[:, eos].masked_fill_(dead, 1.0)
+    choice = allowed.argmax(dim=1)  # R'
+    if drawn.numel():
+        choice[drawn] = draw(allowed[drawn], generator)
+    return choice, bad
 
 
 def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -146,13 +216,24 @@ def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
 
 
 def sample_and_greedy(model, net_input: Dict[str, Tensor], max_len: Tensor,
-                      generator: Optional[torch.Generator] = None, encoder_out=None):
-    """y^s (a sample) and y^g (the greedy summary) of every document, decoded together as 2B rows from one
-    encoder pass (``encoder_out``, else computed here).  ``max_len``: B.  Returns (FreeRun of the samples,
-    FreeRun of the greedy summaries)."""
+                      generator: Optional[torch.Generator] = None, encoder_out=None, score: bool = False):
+    """y^s (a sample) and y^g (the greedy summary) of every document from one encoder pass (``encoder_out``,
+    else computed here).  ``max_len``: B.  Returns (FreeRun of the samples, FreeRun of the greedy summaries).
+
+    Without ``score`` both are decoded together as 2B rows, without gradient.  With ``score`` the samples are
+    decoded with gradient (``free_run``'s ``score``), and the greedy summaries on their own without: in one
+    batch the backward pass would also run over the greedy rows."""
     bsz = max_len.size(0)
     device = max_len.device
     documents = torch.arange(bsz, device=device)
+    if score:
+        if encoder_out is None:
+            encoder_out = model.encoder(**encoder_input(net_input))
+        sampled = free_run(model, net_input, torch.zeros(bsz, dtype=torch.bool, device=device), max_len,
+                           generator=generator, encoder_out=encoder_out, score=True)
+        greedy = free_run(model, net_input, torch.ones(bsz, dtype=torch.bool, device=device), max_len,
+                          encoder_out=encoder_out)
+        return sampled, greedy
     greedy = torch.cat([torch.zeros(bsz, dtype=torch.bool, device=device),
                         torch.ones(bsz, dtype=torch.bool, device=device)])
     run = free_run(model, net_input, greedy, max_len.repeat(2), source_rows=documents.repeat(2),
