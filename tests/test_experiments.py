@@ -131,6 +131,14 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     variants = [cmd[i + 1] for cmd in calls for i, arg in enumerate(cmd) if arg == "--variant"]
     assert variants == ["no_gate_seed3 song2020_lcsts_cpu --no-selective-gate --seed 3",
                         "full:fixed_lr_seed3 song2020_lcsts_cpu --seed 3"]
+    assert calls[0][calls[0].index("--launcher") + 1] == "local"
+
+    calls.clear()  # the launcher options go to compare.py
+    monkeypatch.setattr(sys, "argv", ["song2020_lcsts.py", "--work", str(tmp_path), "--only", "full", "--launcher",
+                                      "slurm", "--partition", "gpu", "--gpus", "2", "--time", "24:00:00"])
+    song2020_lcsts.main()
+    launcher = calls[0][calls[0].index("--launcher"):calls[0].index("--variant")]
+    assert launcher == ["--launcher", "slurm", "--gpus", "2", "--partition", "gpu", "--time", "24:00:00"]
 
     monkeypatch.undo()
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),
@@ -233,3 +241,12 @@ def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path
     assert row["system"] == "1:single_mle" and row["decode"] == "beam"
     assert row["rouge"] == {"ROUGE-1": 25.5, "ROUGE-2": 6.25, "ROUGE-L": 23.0}
     assert abs(row["repeated_trigrams"] - 100 / 6) < 1e-9  # 1 repeat among 5 + 1 trigrams
+
+
+def test_a_failed_system_keeps_its_row_marked_with_its_log():
+    rouge = {"ROUGE-1": 30.0, "ROUGE-2": 10.0, "ROUGE-L": 25.0}
+    rows = [{"system": "ok", "decode": "beam", "rouge": rouge}, {"system": "broken", "failed": "logs/train_broken.log"}]
+    lines = compare.table(rows, {"ok": {"updates": 9}})
+    assert lines[2].startswith("| ok | beam | 30.00 | 10.00 | 25.00 |")
+    assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 13
+    assert all(line.count("|") == 16 for line in lines[2:])  # as many columns as the header

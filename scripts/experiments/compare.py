@@ -42,15 +42,22 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import slurm_launcher  # noqa: E402
+import slurm_table  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_facts, hold_lock,  # noqa: E402
                  lcsts_raw, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
+
+SPLITS = ("train", "valid", "test")
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True, help="experiment name (title of the table, default work dir)")
-    parser.add_argument("--corpus", choices=("lcsts", "cnndm"), required=True)
+    parser.add_argument("--corpus", choices=("lcsts", "cnndm", "raw"), required=True,
+                        help="raw: a folder of split pairs given by --raw (summ-convert's output)")
+    parser.add_argument("--raw", type=Path, metavar="DIR",
+                        help="--corpus raw: DIR/{train,valid,test}.{src,tgt}, one document per line")
     parser.add_argument("--config", required=True, help="config whose PREP_ARGS prepare the data")
     parser.add_argument("--updates", type=int, required=True, help="training updates of every --variant")
     parser.add_argument("--variant", action="append", default=[], metavar='"LABEL CONFIG [OPTIONS]"')
@@ -64,7 +71,10 @@ def parse_args():
     parser.add_argument("--work", type=Path)
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every step (0: torch's)")
     parser.add_argument("--retrain", action="store_true", help="train every system again")
+    slurm_launcher.add_options(parser)
     args = parser.parse_args()
+    if args.corpus == "raw" and not (args.raw and all((args.raw / f"{s}.src").is_file() for s in SPLITS)):
+        parser.error("--corpus raw needs --raw DIR with train, valid and test .src/.tgt files")
     args.variant = [split_spec(parser, "variant", text, 2) for text in args.variant]
     args.continuations = [split_spec(parser, "continue", text, 3) for text in args.continuations]
     args.decode = [split_spec(parser, "decode", text, 1) for text in args.decode or ["beam"]]
@@ -94,12 +104,22 @@ def prepare_data(exp: Experiment, args):
         shutil.rmtree(data, ignore_errors=True)
         if args.corpus == "lcsts":
             lcsts_raw(exp, raw, args.valid_size)
-        else:
+        elif args.corpus == "cnndm":
             cnndm_raw(exp, raw)
+        else:
+            copy_raw(args.raw, raw)
         exp.run([ROOT / "preprocess.sh", "-c", args.config, raw, data], "preprocess.log")
     counts = {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
     lang = json.loads((data / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
     return raw, data, counts, lang
+
+
+def copy_raw(source: Path, raw: Path) -> None:
+    """--corpus raw: the given split pairs, copied into WORK/raw (the table's sources and LEAD read them there)."""
+    raw.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        for side in ("src", "tgt"):
+            shutil.copyfile(source / f"{split}.{side}", raw / f"{split}.{side}")
 
 
 def systems(args):
@@ -157,7 +177,7 @@ def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict) -> Op
 def train(exp: Experiment, data: Path, system, retrain: bool):
     """Trains a system, or reuses its finished training when the recorded training (``training_record``)
     matches exactly; anything else is trained again from the start, with the reason logged."""
-    label, config, extra, parent, updates = system
+    label = system[0]
     model = model_dir(exp, label)
     log_name = f"train_{label}.log"
     want = training_record(exp, data, system)
@@ -165,23 +185,43 @@ def train(exp: Experiment, data: Path, system, retrain: bool):
     if verdict is None:
         exp.log(f"{label}: reusing the finished training in {model} (same options, config, data and parent)")
     else:
-        if (model / "train_seconds").is_file():
-            exp.log(f"{label}: training again from the start: {verdict}")
-        shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
-        start = []
-        if parent is not None:
-            start = ["--finetune-from-model", model_dir(exp, parent) / "checkpoint_best.pt"]
-        # Systems of other configs train on --config's data by design (same data, other models): train.sh's check
-        # that a -c prepares text as the data's config did is left to this script's --config.
-        force = ["--force-config"] if config != data_config(data) else []
-        seconds = exp.run([ROOT / "train.sh", "-c", config, *force, data, model, *extra, *start,
-                           "--max-update", updates], log_name)
-        (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        (model / "train_seconds").write_text(f"{seconds:.1f}\n")
-    facts = train_facts(exp.logs / log_name)
+        start_afresh(exp, model, label, verdict)
+        seconds = exp.run(train_command(exp, data, system), log_name)
+        record_training(model, want, seconds)
+    return model, trained_facts(exp, data, model, label)
+
+
+def start_afresh(exp: Experiment, model: Path, label: str, verdict: str) -> None:
+    if (model / "train_seconds").is_file():
+        exp.log(f"{label}: training again from the start: {verdict}")
+    shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
+
+
+def train_command(exp: Experiment, data: Path, system, launcher=None) -> list:
+    """train.sh's command line for a system (``launcher``: the script to run instead, with train.sh's
+    arguments, e.g. scripts/slurm/train.sbatch)."""
+    label, config, extra, parent, updates = system
+    start = []
+    if parent is not None:
+        start = ["--finetune-from-model", model_dir(exp, parent) / "checkpoint_best.pt"]
+    # Systems of other configs train on --config's data by design (same data, other models): train.sh's check
+    # that a -c prepares text as the data's config did is left to this script's --config.
+    force = ["--force-config"] if config != data_config(data) else []
+    return [launcher or ROOT / "train.sh", "-c", config, *force, data, model_dir(exp, label), *extra, *start,
+            "--max-update", updates]
+
+
+def record_training(model: Path, want: dict, seconds: float) -> None:
+    """A finished training: its record (``training_record``) and its time, which mark it reusable."""
+    (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (model / "train_seconds").write_text(f"{seconds:.1f}\n")
+
+
+def trained_facts(exp: Experiment, data: Path, model: Path, label: str) -> dict:
+    facts = train_facts(exp.logs / f"train_{label}.log")
     facts["train_min"] = float((model / "train_seconds").read_text()) / 60
     facts.update(checkpoint_stats(exp, data, model, label))
-    return model, facts
+    return facts
 
 
 def checkpoint_stats(exp: Experiment, data: Path, model: Path, label: str) -> dict:
@@ -201,7 +241,8 @@ def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, 
     name = f"{label}.{decode_label}"
     hyps = exp.work / "outputs" / f"{name}.txt"
     hyps.parent.mkdir(exist_ok=True)
-    exp.run([ROOT / "generate.sh", "-c", config, "--split", "test", "--output", hyps, data, model,
+    # --verbose: fairseq's messages into this log, where decode_facts reads its "Translated ..." timing
+    exp.run([ROOT / "generate.sh", "--verbose", "-c", config, "--split", "test", "--output", hyps, data, model,
              *shlex.split(decode_extra)], f"generate_{name}.log")
     summaries = read_lines(hyps)
     if len(summaries) != n_test:
@@ -223,6 +264,9 @@ def table(rows, trained):
              "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | train min | train words/s | valid NLL (bits/token) |",
              "|" + "---|" * 15]
     for row in rows:
+        if "failed" in row:  # a system whose job failed: kept in the table, marked
+            lines.append(f"| {row['system']} | **failed**: see `{row['failed']}` |" + " |" * 13)
+            continue
         facts = trained.get(row["system"], {})
         rouge = row["rouge"]
         lines.append(" | ".join([
@@ -234,31 +278,24 @@ def table(rows, trained):
     return lines
 
 
-def main():
-    args = parse_args()
-    exp = Experiment(args.name, args.work, args.threads)
-    try:
-        hold_lock(exp.work, "table")  # before data/ or a system is touched
-    except LockedError as err:
-        exp.fail(str(err))
-    started = time.time()
-    raw, data, counts, lang = prepare_data(exp, args)
-    rows, trained, options = [], {}, {}
-    for system in systems(args):
-        label, config, extra, parent, _ = system
-        model, trained[label] = train(exp, data, system, args.retrain)
-        options[label] = (f"from {parent}: " if parent else "") + f"-c {config} " + " ".join(extra)
-        for decode in args.decode:
-            rows.append(evaluate(exp, data, label, config, model, decode, lang, counts["test"]))
+def lead_row(exp: Experiment, raw: Path, data: Path, lang: str, size: int) -> dict:
+    hyps = exp.work / "outputs" / "lead.txt"
+    hyps.parent.mkdir(exist_ok=True)
+    write_lines(hyps, lead(read_lines(raw / "test.src"), lang, size))
+    row = {"system": f"LEAD-{size}", "decode": "", "rouge": official_rouge(
+        exp, data / "ref" / "test.tgt", hyps, lang, "lead")}
+    row.update(repetition([h.replace(" <q> ", " ") for h in read_lines(hyps)], lang))
+    row.update(abstraction(read_lines(raw / "test.src"), read_lines(hyps), lang))
+    return row
+
+
+def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started: float) -> None:
+    """WORK/results.md (and stdout) and WORK/results.json: the rows (failed ones marked), LEAD-N first."""
+    raw, data = exp.work / "raw", exp.work / "data"
     if args.lead:
-        hyps = exp.work / "outputs" / "lead.txt"
-        write_lines(hyps, lead(read_lines(raw / "test.src"), lang, args.lead))
-        row = {"system": f"LEAD-{args.lead}", "decode": "", "rouge": official_rouge(
-            exp, data / "ref" / "test.tgt", hyps, lang, "lead")}
-        row.update(repetition([h.replace(" <q> ", " ") for h in read_lines(hyps)], lang))
-        row.update(abstraction(read_lines(raw / "test.src"), read_lines(hyps), lang))
-        rows.insert(0, row)
-    command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        rows.insert(0, lead_row(exp, raw, data, lang, args.lead))
+    argv = sys.argv[1:-4] if args.step else sys.argv[1:]  # a Slurm job's: + --work WORK --step STEP
+    command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in argv)
     lines = [f"# {args.name}", "", f"Command: `{command}`", "",
              f"Corpus `{args.corpus}`: {counts['train']} training, {counts['valid']} validation, {counts['test']} "
              f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
@@ -271,12 +308,44 @@ def main():
              "Novel 2-grams, copied sentences: of the summaries' bigrams and sentences, those not in / found verbatim "
              "in the test source (summ-analyze's definitions, pooled).",
              "", *table(rows, trained), "", "Systems:"]
-    lines += [f"- {label}: `{text}`" for label, text in options.items()]
+    for label, config, extra, parent, _ in systems(args):
+        lines.append(f"- {label}: `" + (f"from {parent}: " if parent else "") + f"-c {config} " + " ".join(extra)
+                     + "`")
     lines += [f"- decoding {label}: `{extra or '(the config GEN_ARGS)'}`" for label, extra in args.decode]
-    lines += ["", f"Total wall time {(time.time() - started) / 60:.1f} min.", ""]
-    (exp.work / "results.md").write_text("\n".join(lines), encoding="utf-8")
+    if args.launcher == "slurm":
+        lines += ["", "Run on Slurm (--launcher slurm): train min is fairseq's own training time of the run that "
+                      "finished (after a requeue, of its last part)."]
+    else:
+        lines += ["", f"Total wall time {(time.time() - started) / 60:.1f} min."]
+    (exp.work / "results.md").write_text("\n".join(lines + [""]), encoding="utf-8")
     (exp.work / "results.json").write_text(json.dumps({"rows": rows, "trained": trained}, indent=1) + "\n")
     print("\n".join(lines))
+
+
+def run_local(exp: Experiment, args) -> None:
+    started = time.time()
+    _, data, counts, lang = prepare_data(exp, args)
+    rows, trained = [], {}
+    for system in systems(args):
+        label, config = system[:2]
+        model, trained[label] = train(exp, data, system, args.retrain)
+        for decode in args.decode:
+            rows.append(evaluate(exp, data, label, config, model, decode, lang, counts["test"]))
+    write_table(exp, args, rows, trained, counts, lang, started)
+
+
+def main():
+    args = parse_args()
+    exp = Experiment(args.name, args.work, args.threads)
+    if args.step:  # inside a Slurm job of this table (the submitting invocation holds no lock by then)
+        return slurm_table.run_step(exp, args, args.step)
+    try:
+        hold_lock(exp.work, "table")  # before data/ or a system is touched
+    except LockedError as err:
+        exp.fail(str(err))
+    if args.launcher == "slurm":
+        return slurm_table.submit(exp, args)
+    return run_local(exp, args)
 
 
 if __name__ == "__main__":

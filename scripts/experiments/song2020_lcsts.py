@@ -3,6 +3,7 @@
 
     python scripts/experiments/song2020_lcsts.py [--updates 2000] [--work runs/song2020_lcsts] [--threads 1]
                                                  [--part main|controls|both] [--only LABEL,LABEL...] [--seed N]
+                                                 [--launcher local|slurm [--partition P --gpus N --time T ...]]
 
 The paper evaluates on TTNews (NLPCC 2017, 50k training pairs), which is not available here; LCSTS PART_II
 (8.7k training pairs, ../shared/data, research use only) is the Chinese news corpus this project has.  Its
@@ -35,6 +36,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import slurm_launcher  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # global_gate_gru_small's sizes, the output layer tied to the embeddings as in the other systems of the table
@@ -73,7 +77,7 @@ def compare(name, config, systems, args, lead=None, decodes=("beam",)):
         return
     cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", name, "--corpus", "lcsts",
            "--config", config, "--updates", str(args.updates), "--threads", str(args.threads),
-           "--work", args.work / name.split("_")[-1]]
+           "--work", args.work / name.split("_")[-1], *slurm_launcher.passthrough(args)]
     for label, system_config, extra in systems:
         cmd += ["--variant", f"{label} {system_config} {extra}"]
     for decode in decodes:
@@ -92,6 +96,7 @@ def main():
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all of the part)")
     parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
+    slurm_launcher.add_options(parser)  # passed on to compare.py (--launcher slurm: each part submits its jobs)
     args = parser.parse_args()
     known = {label for label, _, _ in MAIN + CONTROLS}
     unknown = [label for label in args.only or [] if label not in known]
