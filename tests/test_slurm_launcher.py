@@ -58,7 +58,9 @@ def test_slurm_table_equals_local_survives_a_requeue_and_never_resubmits(cluster
     assert "requeueing job" in text and f"Job {jobs['train:no_copy']}, run 2" in text
     assert job_fields(jobs["train:no_copy"], slurm_env)[0]["Restarts"] == "1"
 
-    assert rouge_rows(work) == rouge_rows(local)  # same seeds, threads and batches: the same figures
+    assert rouge_rows(work) == rouge_rows(local)  # same seeds, threads and batches: the same figures ...
+    for system in ("copy", "no_copy"):  # ... from the same summaries, the requeued system's included
+        assert read(work / "outputs" / f"{system}.greedy.txt") == read(local / "outputs" / f"{system}.greedy.txt")
     assert "| no_copy |" in (work / "results.md").read_text()
     finished = run(table(raw, work, "--launcher", "slurm"), env=slurm_env)
     assert "submitted" not in finished.stdout and finished.stdout.count(": finished (") == 2, finished.stdout
