@@ -51,6 +51,20 @@ def say(message):
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
+PROGRESS_EVERY = 10000
+
+
+def progress(name, count, done=False):
+    """On a terminal, ``NAME: N documents`` on one line every PROGRESS_EVERY documents of a long corpus (and the
+    line ended when ``done``); nothing in a pipe or a log file."""
+    if count < PROGRESS_EVERY or not sys.stderr.isatty():
+        return
+    if done:
+        print(file=sys.stderr)
+    elif count % PROGRESS_EVERY == 0:
+        print(f"\r    {name}: {count} documents", end="", file=sys.stderr, flush=True)
+
+
 # ----------------------------------------------------------------------------------------------- marking
 class MarkStats:
     """Counters of one split (or one apply run)."""
@@ -267,6 +281,8 @@ def _tokenize_split(tokenizer, src, tgt, max_src, max_tgt, plain_src, plain_tgt,
         _tokenize_side(tokenizer, line, "src", max_src, stats, plain_src, counts, surface_src)
         if tgt_lines is not None:
             _tokenize_side(tokenizer, next(tgt_lines)[1], "tgt", max_tgt, stats, plain_tgt, counts)
+        progress(f"tokenizing {src}", stats.documents)
+    progress(src, stats.documents, done=True)
 
 
 def build(args):
