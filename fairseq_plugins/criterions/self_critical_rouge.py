@@ -245,6 +245,9 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
     """gamma L_rl + (1 - gamma) L_ml (Paulus et al. eqs 15-16); see the module docstring."""
 
     ml_criterion_class = FocalCopyCoverageCriterion  # the ML part (replaceable: see the module docstring)
+    # y^s sampled with gradient from the shared encoder pass; False: scored by a teacher-forced pass over it, as
+    # before issue 21 part 3 (scripts/bench/reward_speed.py --teacher-forced-too times both)
+    score_samples = True
     nonfinite_name = "self_critical_rouge"
     nonfinite_logger = logger
 
@@ -354,7 +357,8 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         states (``FreeRun.scored``); without it, both are decoded without gradient and the encoder runs here."""
         with dropout_off(model, not self.cfg.rl_dropout):
             return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
-                                     encoder_out=encoder_out, score=encoder_out is not None)
+                                     encoder_out=encoder_out,
+                                     score=encoder_out is not None and self.score_samples)
 
     def max_lengths(self, model, sample) -> Tensor:
         """B: a * source length + b tokens per document, at least 1, at most the decoder's positions."""

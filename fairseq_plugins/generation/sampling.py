@@ -31,6 +31,8 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
+from fairseq_plugins.modules.step_gradient import share_each
+
 
 @dataclass
 class FreeRun:
@@ -142,6 +144,7 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
         encoder_out = model.encoder(**encoder_input(net_input))
     if source_rows is not None:
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, source_rows)
+    encoder_out = share_each(encoder_out)  # with gradient: every step adds into one buffer (step_gradient.py)
     rows = greedy.size(0)
     device = greedy.device
     max_len = max_len.to(device).clamp(min=1)
@@ -176,7 +179,7 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
             keep = (~done).nonzero().squeeze(1)  # R''
             active, prefix = active[keep], prefix[keep]
             drawn = (~greedy[active]).nonzero().squeeze(1)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)
+            encoder_out = share_each(model.encoder.reorder_encoder_out(encoder_out, keep))
             model.decoder.reorder_incremental_state_scripting(incremental_state, keep)
     width = int(lengths.max()) if rows else 0
     if scores is None:

@@ -57,8 +57,9 @@ class ShareAcrossSteps(torch.autograd.Function):
 
 def share_across_steps(tensor: Tensor) -> Tensor:
     """``tensor``, to be read at many decoder steps, with its gradient summed in one buffer; ``tensor`` itself
-    when no gradient is needed."""
-    if not (tensor.requires_grad and torch.is_grad_enabled()):
+    when no gradient is needed, or when it already comes through ``share_across_steps`` (a decoder that wraps
+    its memory at every incremental step then keeps adding into the buffer of the first wrap)."""
+    if not (tensor.requires_grad and torch.is_grad_enabled()) or step_gradient(tensor) is not None:
         return tensor
     gradient = StepGradient()
     shared = ShareAcrossSteps.apply(tensor, gradient)
@@ -69,3 +70,12 @@ def share_across_steps(tensor: Tensor) -> Tensor:
 def step_gradient(tensor: Tensor) -> Optional[StepGradient]:
     """The StepGradient of a tensor from ``share_across_steps``, else None."""
     return getattr(tensor, "step_gradient", None)
+
+
+def share_each(tensors):
+    """A dict's tensors that need a gradient through ``share_across_steps`` (a new dict; anything else, and a
+    ``tensors`` that is no dict, as it is): e.g. an encoder output read at every step of incremental decoding
+    with gradient (generation/sampling.py)."""
+    if not isinstance(tensors, dict):
+        return tensors
+    return {key: share_across_steps(value) if torch.is_tensor(value) else value for key, value in tensors.items()}

@@ -74,6 +74,9 @@ class StepStateDecoder(FairseqIncrementalDecoder):
         reordered = beam_reorder.reorder_rows(
             state, new_order, source_only=self.state_source_only, dims=self.state_batch_dims
         )
+        for key in self.state_source_only:  # read at every step: with gradient, summed in one buffer again
+            if key in reordered:
+                reordered[key] = share_across_steps(reordered[key])
         self.set_incremental_state(incremental_state, STATE_KEY, reordered)
 
 

@@ -13,13 +13,16 @@
 
 2. The update (--updates).  ``compare_update_speed`` trains two copies of the same model on the same batches,
    one with the ML criterion (focal_copy_coverage) and one with self_critical_rouge, taking turns, and times
-   forward + backward + Adam step; the RL update is split into its phases (decoding y^s and y^g, the reward,
-   the ML forward pass, the sample's forward pass, and backward + step).  Start from an ML checkpoint
-   (--checkpoint) for realistic sample lengths: a fresh model samples up to --rl-max-len-b tokens.
+   forward + backward + Adam step; the RL update is split into its phases (the shared encoder pass, decoding
+   y^s and y^g, the reward, the ML forward pass, the sample's teacher-forced forward pass, and backward + step).
+   For the project's models y^s is sampled with gradient (generation/sampling.py), so its forward pass is part
+   of ``decode`` and ``rl_forward`` is 0.  The RL/ML ratio is reported against issue 21's target, at most
+   RL_TARGET (2).  Start from an ML checkpoint (--checkpoint) for realistic sample lengths: a fresh model
+   samples up to --rl-max-len-b tokens.
 
      python scripts/bench/reward_speed.py --updates --data-bin DATA/bin [--checkpoint ML/checkpoint_last.pt]
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
-         [--rl-args "--rl-max-len-b 40"]
+         [--rl-args "--rl-max-len-b 40"] [--teacher-forced-too]
 
    scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
    sys.path): it returns the figures as a dict (see its docstring).
@@ -39,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PAD, EOS, UNK = 1, 2, 3
+RL_TARGET = 2.0  # issue 21 (issue 11 asked 3): one self_critical_rouge update costs at most 2 x one ML update
 
 
 # ---------------------------------------------------------------------------------------------------- reward
@@ -155,7 +159,8 @@ def first_batches(cfg, task, count: int) -> list:
 
 
 def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(), rl_args=(),
-                         ml_args=(), batches: int = 10, rounds: int = 2, max_tokens: int = 4000) -> dict:
+                         ml_args=(), batches: int = 10, rounds: int = 2, max_tokens: int = 4000,
+                         teacher_forced_too: bool = False) -> dict:
     """One RL update (self_critical_rouge) against one ML update (focal_copy_coverage), same model and batches.
 
     Two copies of the model (from ``checkpoint`` if given) train on the same ``batches`` first batches of the
@@ -163,7 +168,9 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     Returns {"ml": ..., "rl": ...}, each with updates_per_s, summaries_per_s (documents of the batches per
     second) and target_words_per_s; "ratio" (seconds per RL update / seconds per ML update); "rl_phases":
     seconds per RL update in encode, decode, reward, ml_forward, rl_forward, backward_step; "sample_len" and
-    "greedy_len" (mean summary tokens of y^s, y^g) and "reference_len"."""
+    "greedy_len" (mean summary tokens of y^s, y^g) and "reference_len".  ``teacher_forced_too`` adds a third
+    copy, "rl_teacher_forced", whose criterion scores y^s with a teacher-forced pass as before issue 21 part 3
+    (``score_samples`` False), taking turns with the other two, and its "ratio_teacher_forced"."""
     import torch
 
     ml_criterion_args = ["--criterion", "focal_copy_coverage", *ml_args]
@@ -178,14 +185,18 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     data = first_batches(cfg, task, batches)
     models = {"ml": model, "rl": copy.deepcopy(model)}
     criteria = {"ml": ml_criterion, "rl": rl_criterion}
+    if teacher_forced_too:
+        models["rl_teacher_forced"] = copy.deepcopy(model)
+        criteria["rl_teacher_forced"] = copy.copy(rl_criterion)
+        criteria["rl_teacher_forced"].score_samples = False
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
-    seconds = {"ml": 0.0, "rl": 0.0}
+    seconds = dict.fromkeys(models, 0.0)
     phases = dict.fromkeys(("encode", "decode", "reward", "ml_forward", "rl_forward", "backward_step"), 0.0)
     lengths = {"sample_len": 0, "greedy_len": 0, "docs": 0}
     steps = 0
     for round_index in range(rounds + 1):  # round 0 warms up
         for batch in data:
-            for name in ("ml", "rl"):
+            for name in models:
                 models[name].train()
                 optimizers[name].zero_grad()
                 start = time.perf_counter()
@@ -213,6 +224,8 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     result = {name: {"updates_per_s": steps / seconds[name], "summaries_per_s": docs / seconds[name],
                      "target_words_per_s": words / seconds[name]} for name in seconds}
     result["ratio"] = seconds["rl"] / seconds["ml"]
+    if teacher_forced_too:
+        result["ratio_teacher_forced"] = seconds["rl_teacher_forced"] / seconds["ml"]
     result["rl_phases"] = {key: value / steps for key, value in phases.items()}
     result["ml_seconds_per_update"] = seconds["ml"] / steps
     result["sample_len"] = lengths["sample_len"] / max(lengths["docs"], 1)
@@ -226,16 +239,27 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
 def print_updates(result: dict) -> None:
     print(f"one update on the same {result['batches']} batches x {result['rounds']} rounds (after a warm-up round)")
     print(f"{'criterion':<20} {'updates/s':>10} {'summaries/s':>12} {'target words/s':>15}")
-    for name, label in (("ml", "focal_copy_coverage"), ("rl", "self_critical_rouge")):
-        r = result[name]
-        print(f"{label:<20} {r['updates_per_s']:>10.2f} {r['summaries_per_s']:>12.1f} {r['target_words_per_s']:>15.0f}")
-    print(f"RL update / ML update: {result['ratio']:.2f}x (target <= 2, issue 21)")
+    for name, label in (("ml", "focal_copy_coverage"), ("rl", "self_critical_rouge"),
+                        ("rl_teacher_forced", "  y^s teacher-forced")):
+        if name in result:
+            r = result[name]
+            print(f"{label:<20} {r['updates_per_s']:>10.2f} {r['summaries_per_s']:>12.1f} "
+                  f"{r['target_words_per_s']:>15.0f}")
+    print(f"RL update / ML update: {result['ratio']:.2f}x ({target_text(result['ratio'])})")
+    if "ratio_teacher_forced" in result:
+        print(f"RL update with y^s teacher-forced (before issue 21 part 3) / ML update: "
+              f"{result['ratio_teacher_forced']:.2f}x")
     total = sum(result["rl_phases"].values())
     print("where an RL update's time goes: " + ", ".join(
         f"{key} {1000 * value:.0f} ms ({100 * value / total:.0f}%)" for key, value in result["rl_phases"].items())
         + f"; an ML update: {1000 * result['ml_seconds_per_update']:.0f} ms")
     print(f"mean summary tokens: sample {result['sample_len']:.1f}, greedy {result['greedy_len']:.1f}, "
           f"reference {result['reference_len']:.1f}")
+
+
+def target_text(ratio: float) -> str:
+    """Issue 21's target for an RL/ML ratio, met or missed."""
+    return f"target <= {RL_TARGET:g}, issue 21: {'met' if ratio <= RL_TARGET else 'MISSED'}"
 
 
 def main(argv=None):
@@ -255,13 +279,16 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=4000)
+    parser.add_argument("--teacher-forced-too", action="store_true",
+                        help="--updates: also time RL updates that score y^s by a teacher-forced pass (the path "
+                             "before issue 21 part 3), taking turns with the other two")
     args = parser.parse_args(argv)
     if args.updates:
         if args.data_bin is None:
             parser.error("--updates needs --data-bin")
         result = compare_update_speed(args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra),
                                       shlex.split(args.rl_args), shlex.split(args.ml_args), args.batches,
-                                      args.rounds, args.max_tokens)
+                                      args.rounds, args.max_tokens, args.teacher_forced_too)
         print_updates(result)
         return
     rows = time_rewards([int(b) for b in args.batch_sizes.split(",")], [int(n) for n in args.lengths.split(",")],

@@ -85,6 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from flops import DCA_AGENTS, DCA_LAYERS, batch_count, dataset_lengths, model_flops  # noqa: E402
 from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
 from peers import onmt  # noqa: E402
+from reward_speed import RL_TARGET  # noqa: E402  (issue 21: an RL update costs at most 2 x an ML update)
 
 ROOT = Path(__file__).resolve().parents[2]
 LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
@@ -114,7 +115,6 @@ TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
 ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
 PAULUS_TARGET = 0.8  # issue 10: training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
-RL_TARGET = 2.0  # issue 21 (issue 11 asked 3): one self_critical_rouge update costs at most 2 x one ML update
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
 RL_ML_ARGS = ["--focal-alpha", "1", "--focal-gamma", "0"]
 LENGTHS = {"fixed": "fixed length", "own": "the models' own lengths"}
