@@ -26,6 +26,8 @@
 # the --no-detok form, as every ROUGE figure of the project does.
 # Steps, progress and results go to stderr; fairseq's messages to a log file, OUTPUT.log with --output, else
 # $TMPDIR/generate.XXXXXX.log (named on stderr); fairseq's raw output is kept in OUTPUT.fairseq.log with --output.
+# A summ-package directory is its own DATA_DIR and SAVE_DIR (generate.sh --input FILE PACKAGE PACKAGE); it is
+# checked against its sha256 manifest first, and refused (exit 2) when a file is missing or changed.
 # Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
@@ -56,6 +58,10 @@ data="$1" save="$2"; shift 2
 [[ -n "$split" && -n "$input" ]] && die_input "give --split or --input, not both"
 [[ -n "$split$input" ]] || split=test
 [[ -f "$save/$checkpoint" ]] || die_input "checkpoint not found: $save/$checkpoint"
+if [[ -f "$save/manifest.json" || -f "$save/MODEL_CARD.md" ]]; then  # a summ-package: checked before use
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.package verify "$save" \
+        || exit 2
+fi
 [[ -f "$data/prep.json" ]] || die_input "$data/prep.json not found: run preprocess.sh first"
 use_model_config "$save" "$config" "$force"
 step "Decoding with the GEN_ARGS of $CONFIG_NAME ($CONFIG_FILE): ${GEN_ARGS[*]}"

