@@ -18,23 +18,28 @@ padding are not counted, a marker matches itself (the same word of the same docu
 nothing.
 
 How one batch is computed (the same code for every architecture; nothing model-specific):
-  0. the encoder runs once, with gradient (``encode``); the three steps that read the source share its output;
-  1. y^s and y^g are decoded together, 2B rows, without gradient, through fairseq's incremental decoding
-     (generation/sampling.py) from that encoder output; up to ``--rl-max-len-a`` * source length +
-     ``--rl-max-len-b`` tokens;
+  0. the encoder runs once, with gradient (``encode``); the steps that read the source share its output;
+  1. y^s is sampled with gradient through fairseq's incremental decoding (generation/sampling.py,
+     ``score=True``): the decoder steps that draw y^s_t keep their graph, and give log p(y^s_t | y^s_<t, x)
+     (``model.get_target_log_probs``) and the decoder states.  The probability differentiated is therefore the
+     one sampled with, by construction (dropout masks included, with --rl-dropout), and each row's graph ends
+     with the row (finished rows leave the batch), where a teacher-forced pass over the batch's samples would
+     run every row to the longest one.  y^g is decoded after it from the same encoder output, without
+     gradient (in one batch with y^s, the backward pass would also run over the greedy rows).  Both run up to
+     ``--rl-max-len-a`` * source length + ``--rl-max-len-b`` tokens;
   2. both are rewarded in one batched call;
   3. the ML part runs its own teacher-forced decoder pass on the reference (``ml_loss``);
-  4. y^s is scored with one ordinary teacher-forced decoder pass (prev_output_tokens built from y^s), and
-     ``model.get_target_probs`` gives p(y^s_t | y^s_<t, x) with gradient.  This equals the probability it was
-     sampled with, because incremental decoding equals the full forward pass and both read the same encoder
-     output.  A subclass may add a per-summary term of y^s computed from that same pass to L_rl
-     (``sample_penalty``; self_critical_cohesion's L_SEM).
-  The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
-  ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
-Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so the
-distribution sampled from and the one differentiated are the same network; the ML part's decoder pass keeps the
-model's dropout (its encoder, shared, has none: the price of running it once; before issue 21 the ML part ran
-an encoder pass of its own, with dropout, and one update cost 2.65-3.39x an ML update).
+  4. L_rl (eq 15) from step 1's log-probabilities.  A subclass may add a per-summary term of y^s computed from
+     the sampling steps' decoder states to L_rl (``sample_penalty``; self_critical_cohesion's L_SEM).
+  The gradients of steps 1 and 3 meet in the one encoder pass.  A summary that comes without scores (a model
+  whose forward is not ``decoder(encoder(...))``, ``shares_encoder``, which decodes from its own encoder pass;
+  ``score_samples`` False; a ``decode`` replaced in tests) is scored by one ordinary teacher-forced pass over
+  y^s instead, which gives the same probabilities because incremental decoding equals the full forward pass.
+Dropout: by default (``--rl-dropout`` off) the encoder pass and step 1 run with dropout off, so the sampled and
+the differentiated distribution are the same network either way; the ML part's decoder pass keeps the model's
+dropout (its encoder, shared, has none: the price of running it once).  Before issue 21 the ML part ran an
+encoder pass of its own, with dropout, y^s was scored by a teacher-forced pass, and one update cost 2.65-3.39x
+an ML update.
 
 The mix of eq 16 (``--rl-mix``).
   ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
@@ -79,8 +84,9 @@ best checkpoint by ``--best-checkpoint-metric reward_greedy --maximize-best-chec
 ``--rl-log-samples N`` logs, every N updates, the first document's y^s, y^g and reference as text, a copied OOV
 marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
 ``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends in the encoder (t_encode), decoding
-(t_decode), rewarding (t_reward), in the ML decoder pass (t_ml) and in the sample's decoder pass (t_rl);
-backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
+(t_decode, the forward pass of y^s with gradient included), rewarding (t_reward), in the ML decoder pass (t_ml)
+and in a teacher-forced pass over y^s (t_rl: 0 when y^s is sampled with gradient); backward is outside the
+criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
 ``criterions/nonfinite.py``); a
 decode that met a non-finite distribution counts as a non-finite loss.
 """
@@ -422,7 +428,9 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
 
     def sample_penalty(self, model, net_output, sampled: FreeRun) -> Tuple[Tensor, Dict[str, Tensor]]:
         """A term of the sampled summaries added to L_rl's batch sum (per-summary sums, normalised with it), and
-        its logged sums: none here (0, {}); self_critical_cohesion adds lambda L_SEM(y^s)."""
+        its logged sums: none here (0, {}); self_critical_cohesion adds lambda L_SEM(y^s).  ``net_output`` is
+        y^s's decoder output from ``score_sample``: ``(None, {"decoder_states": B x T x H})`` from the sampling
+        steps, or the teacher-forced pass's."""
         return sampled.tokens.new_zeros((), dtype=torch.float32), {}
 
     # ------------------------------------------------------------------ logging

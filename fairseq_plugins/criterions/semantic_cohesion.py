@@ -57,7 +57,8 @@ stays the ML part's per-token NLL, so it compares with systems trained without t
 With reinforcement learning.  ``self_critical_cohesion`` is ``self_critical_rouge`` with this criterion as its
 ML part (its ``ml_criterion_class`` hook): L = gamma (L_rl + lambda L_SEM(y^s)) + (1 - gamma) L_MLE-SEM, all
 options of both.  L_SEM(y^s) is the cohesion of the sampled summary's own sentence ends ("as the decoder
-generates"), computed on the states of the teacher-forced pass that scores y^s, and joins L_rl at its scale
+generates"), computed on the decoder states of the steps that sampled y^s (generation/sampling.py; those of the
+teacher-forced pass that scores y^s when it comes without them), and joins L_rl at its scale
 (both per-summary sums); logged as ``cohesion_sample``.  The RL code is self_critical_rouge's own.
 """
 import math

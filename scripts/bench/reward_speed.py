@@ -22,7 +22,7 @@
 
      python scripts/bench/reward_speed.py --updates --data-bin DATA/bin [--checkpoint ML/checkpoint_last.pt]
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
-         [--rl-args "--rl-max-len-b 40"] [--teacher-forced-too]
+         [--rl-args "--rl-max-len-b 40"] [--teacher-forced-too] [--runs 3]
 
    scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
    sys.path): it returns the figures as a dict (see its docstring).
@@ -236,6 +236,18 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     return result
 
 
+def print_medians(results: list) -> None:
+    """The RL/ML ratios of several runs, and their medians."""
+    for key, label in (("ratio", "RL update / ML update"),
+                       ("ratio_teacher_forced", "RL update with y^s teacher-forced / ML update")):
+        if key in results[0]:
+            ratios = [r[key] for r in results]
+            median = statistics.median(ratios)
+            target = f" ({target_text(median)})" if key == "ratio" else ""
+            print(f"{label}, median of {len(ratios)} runs: {median:.2f}x{target} (runs "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)})")
+
+
 def print_updates(result: dict) -> None:
     print(f"one update on the same {result['batches']} batches x {result['rounds']} rounds (after a warm-up round)")
     print(f"{'criterion':<20} {'updates/s':>10} {'summaries/s':>12} {'target words/s':>15}")
@@ -254,7 +266,7 @@ def print_updates(result: dict) -> None:
         f"{key} {1000 * value:.0f} ms ({100 * value / total:.0f}%)" for key, value in result["rl_phases"].items())
         + f"; an ML update: {1000 * result['ml_seconds_per_update']:.0f} ms")
     print(f"mean summary tokens: sample {result['sample_len']:.1f}, greedy {result['greedy_len']:.1f}, "
-          f"reference {result['reference_len']:.1f}")
+          f"reference {result['reference_len']:.1f}", flush=True)
 
 
 def target_text(ratio: float) -> str:
@@ -279,6 +291,8 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=4000)
+    parser.add_argument("--runs", type=int, default=1,
+                        help="--updates: this many runs, each from a fresh copy of the model, then the medians")
     parser.add_argument("--teacher-forced-too", action="store_true",
                         help="--updates: also time RL updates that score y^s by a teacher-forced pass (the path "
                              "before issue 21 part 3), taking turns with the other two")
@@ -286,10 +300,16 @@ def main(argv=None):
     if args.updates:
         if args.data_bin is None:
             parser.error("--updates needs --data-bin")
-        result = compare_update_speed(args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra),
-                                      shlex.split(args.rl_args), shlex.split(args.ml_args), args.batches,
-                                      args.rounds, args.max_tokens, args.teacher_forced_too)
-        print_updates(result)
+        results = []
+        for run in range(args.runs):
+            if args.runs > 1:
+                print(f"run {run + 1} of {args.runs}", flush=True)
+            results.append(compare_update_speed(
+                args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra), shlex.split(args.rl_args),
+                shlex.split(args.ml_args), args.batches, args.rounds, args.max_tokens, args.teacher_forced_too))
+            print_updates(results[-1])
+        if args.runs > 1:
+            print_medians(results)
         return
     rows = time_rewards([int(b) for b in args.batch_sizes.split(",")], [int(n) for n in args.lengths.split(",")],
                         args.vocab, args.repeats)
