@@ -127,17 +127,17 @@ def test_bad_reward_spec_names_the_option(spec, message):
 
 def test_the_bench_reports_rl_against_ml_with_issue_21s_target(capsys):
     """scripts/bench/reward_speed.py --updates: each run's RL/ML ratio, the pre-change path's with
-    --teacher-forced-too, and with --runs the medians, the RL one against the 2x target (met or MISSED)."""
+    --score-in-sampling-too, and with --runs the medians, the RL one against the 2x target (met or MISSED)."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "bench"))
     from reward_speed import RL_TARGET, print_medians, print_updates
 
-    def result(ratio, teacher_forced):
+    def result(ratio, in_sampling):
         speed = {"updates_per_s": 1.0, "summaries_per_s": 8.0, "target_words_per_s": 100.0}
-        return {"ml": speed, "rl": speed, "rl_teacher_forced": speed, "ratio": ratio,
-                "ratio_teacher_forced": teacher_forced, "ml_seconds_per_update": 0.5, "batches": 2, "rounds": 1,
+        return {"ml": speed, "rl": speed, "rl_score_in_sampling": speed, "ratio": ratio,
+                "ratio_score_in_sampling": in_sampling, "ml_seconds_per_update": 0.5, "batches": 2, "rounds": 1,
                 "rl_phases": {"encode": 0.01, "decode": 0.4, "reward": 0.0, "ml_forward": 0.1, "rl_forward": 0.0,
                               "backward_step": 0.5},
                 "sample_len": 12.0, "greedy_len": 11.0, "reference_len": 13.0}
@@ -146,9 +146,10 @@ def test_the_bench_reports_rl_against_ml_with_issue_21s_target(capsys):
     print_updates(result(2.5, 3.1))
     text = capsys.readouterr().out
     assert "RL update / ML update: 2.50x (target <= 2, issue 21: MISSED)" in text
-    assert "RL update with y^s teacher-forced (before issue 21 part 3) / ML update: 3.10x" in text
+    assert "RL update with --rl-score-in-sampling / ML update: 3.10x" in text
     print_medians([result(1.9, 3.0), result(2.2, 3.4), result(1.7, 3.2)])
     text = capsys.readouterr().out
     assert "RL update / ML update, median of 3 runs: 1.90x (target <= 2, issue 21: met) (runs 1.90, 2.20, 1.70)" \
         in text
-    assert "RL update with y^s teacher-forced / ML update, median of 3 runs: 3.20x (runs 3.00, 3.40, 3.20)" in text
+    assert "RL update with --rl-score-in-sampling / ML update, median of 3 runs: 3.20x (runs 3.00, 3.40, 3.20)" \
+        in text

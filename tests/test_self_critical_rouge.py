@@ -298,12 +298,12 @@ def spy_on_rewards(scr) -> dict:
 
 @pytest.mark.parametrize("build", [tiny_model, tiny_gru])
 def test_the_update_differentiates_y_s_in_the_steps_that_sampled_it(build):
-    """The criterion's own decode, with dropout in the model (off while sampling): y^s arrives scored (no
-    teacher-forced pass over it), and the loss and its gradient equal eq 15 computed from an independent
-    teacher-forced pass over the same y^s."""
+    """--rl-score-in-sampling: the criterion's own decode, with dropout in the model (off while sampling), gives
+    y^s scored (no teacher-forced pass over it), and the loss and its gradient equal eq 15 computed from an
+    independent teacher-forced pass over the same y^s; by default y^s comes unscored (the teacher-forced pass)."""
     torch.manual_seed(7)
     model = build(DICT, dropout=0.5).train()
-    scr = criterion(rl_gamma=1.0, rl_max_len_b=7, rl_timing=True)
+    scr = criterion(rl_gamma=1.0, rl_max_len_b=7, rl_timing=True, rl_score_in_sampling=True)
     seen = spy_on_rewards(scr)
     sample = batch()
     loss, _, log = scr(model, sample)
@@ -314,11 +314,15 @@ def test_the_update_differentiates_y_s_in_the_steps_that_sampled_it(build):
     expected = (seen["factor"].float() * log_p).sum()  # eq 15, summed over the batch
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
     assert_same_gradients(got, gradients(expected, model), model)
+    default = criterion(rl_gamma=1.0, rl_max_len_b=7)
+    seen = spy_on_rewards(default)
+    default(model.train(), sample)
+    assert not seen["sampled"].scored
 
 
 def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampling_steps():
-    """self_critical_cohesion's ``sample_penalty`` (lambda L_SEM of y^s) reads the decoder states of the steps
-    that sampled y^s: its value and gradient equal L_SEM of a teacher-forced pass over the same summaries."""
+    """With --rl-score-in-sampling, self_critical_cohesion's ``sample_penalty`` (lambda L_SEM of y^s) reads the
+    decoder states of the steps that sampled y^s: its value and gradient equal L_SEM of a teacher-forced pass over the same summaries."""
     from fairseq_plugins.criterions.semantic_cohesion import (
         SelfCriticalCohesionConfig,
         SelfCriticalCohesionCriterion,
@@ -337,7 +341,7 @@ def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampl
         model.decoder.output_projection.bias[dot] += 3.0  # summaries of several sentences
     scr = SelfCriticalCohesionCriterion(DotTask(), SelfCriticalCohesionConfig(
         focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0, on_nonfinite="stop", rl_gamma=1.0, rl_max_len_b=8,
-        cohesion_lambda=0.5, cohesion_sentence_end="."))
+        cohesion_lambda=0.5, cohesion_sentence_end=".", rl_score_in_sampling=True))
     seen = spy_on_rewards(scr)
     sample = batch()
     loss, size, log = scr(model, sample)

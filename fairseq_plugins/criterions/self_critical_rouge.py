@@ -19,27 +19,29 @@ nothing.
 
 How one batch is computed (the same code for every architecture; nothing model-specific):
   0. the encoder runs once, with gradient (``encode``); the steps that read the source share its output;
-  1. y^s is sampled with gradient through fairseq's incremental decoding (generation/sampling.py,
-     ``score=True``): the decoder steps that draw y^s_t keep their graph, and give log p(y^s_t | y^s_<t, x)
-     (``model.get_target_log_probs``) and the decoder states.  The probability differentiated is therefore the
-     one sampled with, by construction (dropout masks included, with --rl-dropout), and each row's graph ends
-     with the row (finished rows leave the batch), where a teacher-forced pass over the batch's samples would
-     run every row to the longest one.  y^g is decoded after it from the same encoder output, without
-     gradient (in one batch with y^s, the backward pass would also run over the greedy rows).  Both run up to
-     ``--rl-max-len-a`` * source length + ``--rl-max-len-b`` tokens;
+  1. y^s and y^g are decoded together, 2B rows, without gradient, through fairseq's incremental decoding
+     (generation/sampling.py) from that encoder output; up to ``--rl-max-len-a`` * source length +
+     ``--rl-max-len-b`` tokens;
   2. both are rewarded in one batched call;
   3. the ML part runs its own teacher-forced decoder pass on the reference (``ml_loss``);
-  4. L_rl (eq 15) from step 1's log-probabilities.  A subclass may add a per-summary term of y^s computed from
-     the sampling steps' decoder states to L_rl (``sample_penalty``; self_critical_cohesion's L_SEM).
-  The gradients of steps 1 and 3 meet in the one encoder pass.  A summary that comes without scores (a model
-  whose forward is not ``decoder(encoder(...))``, ``shares_encoder``, which decodes from its own encoder pass;
-  ``score_samples`` False; a ``decode`` replaced in tests) is scored by one ordinary teacher-forced pass over
-  y^s instead, which gives the same probabilities because incremental decoding equals the full forward pass.
-Dropout: by default (``--rl-dropout`` off) the encoder pass and step 1 run with dropout off, so the sampled and
-the differentiated distribution are the same network either way; the ML part's decoder pass keeps the model's
-dropout (its encoder, shared, has none: the price of running it once).  Before issue 21 the ML part ran an
-encoder pass of its own, with dropout, y^s was scored by a teacher-forced pass, and one update cost 2.65-3.39x
-an ML update.
+  4. y^s is scored with one ordinary teacher-forced decoder pass (prev_output_tokens built from y^s), and
+     ``model.get_target_probs`` gives p(y^s_t | y^s_<t, x) with gradient.  This equals the probability it was
+     sampled with, because incremental decoding equals the full forward pass and both read the same encoder
+     output.  A subclass may add a per-summary term of y^s computed from that same pass to L_rl
+     (``sample_penalty``; self_critical_cohesion's L_SEM).
+  The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
+  ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
+``--rl-score-in-sampling`` replaces steps 1 and 4: y^s is sampled with gradient (``score=True``), so the decoder
+steps that draw y^s_t keep their graph and give log p(y^s_t | y^s_<t, x) (``model.get_target_log_probs``) and
+the decoder states (for ``sample_penalty``); y^g is then decoded on its own without gradient.  The probability
+differentiated is the one sampled with by construction (dropout masks included, with --rl-dropout), and each
+row's graph ends with the row, where the teacher-forced pass runs every row to the longest sample.  But the
+output layer and the softmax then run step by step in the graph, and their backward pass writes a V x d weight
+gradient at every step: on CNN/DM (20k words) an update measured slower that way, so it is not the default.
+Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so the
+distribution sampled from and the one differentiated are the same network; the ML part's decoder pass keeps the
+model's dropout (its encoder, shared, has none: the price of running it once; before issue 21 the ML part ran
+an encoder pass of its own, with dropout, and one update cost 2.65-3.39x an ML update).
 
 The mix of eq 16 (``--rl-mix``).
   ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
@@ -84,9 +86,9 @@ best checkpoint by ``--best-checkpoint-metric reward_greedy --maximize-best-chec
 ``--rl-log-samples N`` logs, every N updates, the first document's y^s, y^g and reference as text, a copied OOV
 marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
 ``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends in the encoder (t_encode), decoding
-(t_decode, the forward pass of y^s with gradient included), rewarding (t_reward), in the ML decoder pass (t_ml)
-and in a teacher-forced pass over y^s (t_rl: 0 when y^s is sampled with gradient); backward is outside the
-criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
+(t_decode; with --rl-score-in-sampling the forward pass of y^s with gradient included), rewarding (t_reward), in
+the ML decoder pass (t_ml) and in the teacher-forced pass over y^s (t_rl; 0 with --rl-score-in-sampling);
+backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
 ``criterions/nonfinite.py``); a
 decode that met a non-finite distribution counts as a non-finite loss.
 """
@@ -144,6 +146,12 @@ class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
     rl_dropout: bool = field(
         default=False, metadata={"help": "keep dropout on while sampling and scoring y^s (default off: the "
                                          "sampled and the differentiated distribution are the same)"})
+    rl_score_in_sampling: bool = field(
+        default=False, metadata={"help": "score y^s in the decoder steps that sample it (with gradient) instead of "
+                                         "a teacher-forced pass over it: no second pass, no padding to the "
+                                         "longest sample, but the output layer's graph step by step (measured "
+                                         "slower on CNN/DM's 20k words: docs/results/"
+                                         "throughput_rl_trained_checkpoint.txt)"})
     rl_sentence_rewards: bool = field(
         default=False, metadata={"help": "sentence-level (intermediate) rewards and baselines (Celikyilmaz et "
                                          "al. 2018) instead of one reward per summary"})
@@ -251,9 +259,6 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
     """gamma L_rl + (1 - gamma) L_ml (Paulus et al. eqs 15-16); see the module docstring."""
 
     ml_criterion_class = FocalCopyCoverageCriterion  # the ML part (replaceable: see the module docstring)
-    # y^s sampled with gradient from the shared encoder pass; False: scored by a teacher-forced pass over it, as
-    # before issue 21 part 3 (scripts/bench/reward_speed.py --teacher-forced-too times both)
-    score_samples = True
     nonfinite_name = "self_critical_rouge"
     nonfinite_logger = logger
 
@@ -358,13 +363,14 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
             return model.encoder(**encoder_input(sample["net_input"]))
 
     def decode(self, model, sample, encoder_out=None) -> Tuple[FreeRun, FreeRun]:
-        """y^s and y^g of every document (dropout off unless --rl-dropout).  From the update's shared
-        ``encoder_out`` (with gradient), y^s is sampled with gradient and carries log p(y^s_t) and its decoder
-        states (``FreeRun.scored``); without it, both are decoded without gradient and the encoder runs here."""
+        """y^s and y^g of every document (dropout off unless --rl-dropout), from ``encoder_out`` when given, else
+        from an encoder pass here; without gradient, except that with --rl-score-in-sampling and the update's
+        shared ``encoder_out`` y^s is sampled with gradient and carries log p(y^s_t) and its decoder states
+        (``FreeRun.scored``)."""
         with dropout_off(model, not self.cfg.rl_dropout):
             return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
                                      encoder_out=encoder_out,
-                                     score=encoder_out is not None and self.score_samples)
+                                     score=encoder_out is not None and self.cfg.rl_score_in_sampling)
 
     def max_lengths(self, model, sample) -> Tensor:
         """B: a * source length + b tokens per document, at least 1, at most the decoder's positions."""

@@ -15,14 +15,14 @@
    one with the ML criterion (focal_copy_coverage) and one with self_critical_rouge, taking turns, and times
    forward + backward + Adam step; the RL update is split into its phases (the shared encoder pass, decoding
    y^s and y^g, the reward, the ML forward pass, the sample's teacher-forced forward pass, and backward + step).
-   For the project's models y^s is sampled with gradient (generation/sampling.py), so its forward pass is part
-   of ``decode`` and ``rl_forward`` is 0.  The RL/ML ratio is reported against issue 21's target, at most
-   RL_TARGET (2).  Start from an ML checkpoint (--checkpoint) for realistic sample lengths: a fresh model
+   The RL/ML ratio is reported against issue 21's target, at most RL_TARGET (2).  --score-in-sampling-too
+   also times, taking turns with the other two, RL updates with --rl-score-in-sampling (y^s scored with
+   gradient in the steps that sample it: its forward pass is then part of ``decode``).  Start from an ML checkpoint (--checkpoint) for realistic sample lengths: a fresh model
    samples up to --rl-max-len-b tokens.
 
      python scripts/bench/reward_speed.py --updates --data-bin DATA/bin [--checkpoint ML/checkpoint_last.pt]
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
-         [--rl-args "--rl-max-len-b 40"] [--teacher-forced-too] [--runs 3]
+         [--rl-args "--rl-max-len-b 40"] [--score-in-sampling-too] [--runs 3]
 
    scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
    sys.path): it returns the figures as a dict (see its docstring).
@@ -160,7 +160,7 @@ def first_batches(cfg, task, count: int) -> list:
 
 def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(), rl_args=(),
                          ml_args=(), batches: int = 10, rounds: int = 2, max_tokens: int = 4000,
-                         teacher_forced_too: bool = False) -> dict:
+                         score_in_sampling_too: bool = False) -> dict:
     """One RL update (self_critical_rouge) against one ML update (focal_copy_coverage), same model and batches.
 
     Two copies of the model (from ``checkpoint`` if given) train on the same ``batches`` first batches of the
@@ -168,9 +168,9 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     Returns {"ml": ..., "rl": ...}, each with updates_per_s, summaries_per_s (documents of the batches per
     second) and target_words_per_s; "ratio" (seconds per RL update / seconds per ML update); "rl_phases":
     seconds per RL update in encode, decode, reward, ml_forward, rl_forward, backward_step; "sample_len" and
-    "greedy_len" (mean summary tokens of y^s, y^g) and "reference_len".  ``teacher_forced_too`` adds a third
-    copy, "rl_teacher_forced", whose criterion scores y^s with a teacher-forced pass as before issue 21 part 3
-    (``score_samples`` False), taking turns with the other two, and its "ratio_teacher_forced"."""
+    "greedy_len" (mean summary tokens of y^s, y^g) and "reference_len".  ``score_in_sampling_too`` adds a third
+    copy, "rl_score_in_sampling", whose criterion has --rl-score-in-sampling, taking turns with the other two,
+    and its "ratio_score_in_sampling"."""
     import torch
 
     ml_criterion_args = ["--criterion", "focal_copy_coverage", *ml_args]
@@ -185,10 +185,11 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     data = first_batches(cfg, task, batches)
     models = {"ml": model, "rl": copy.deepcopy(model)}
     criteria = {"ml": ml_criterion, "rl": rl_criterion}
-    if teacher_forced_too:
-        models["rl_teacher_forced"] = copy.deepcopy(model)
-        criteria["rl_teacher_forced"] = copy.copy(rl_criterion)
-        criteria["rl_teacher_forced"].score_samples = False
+    if score_in_sampling_too:
+        models["rl_score_in_sampling"] = copy.deepcopy(model)
+        criteria["rl_score_in_sampling"] = build(Path(data_bin), arch, [
+            "--criterion", "self_critical_rouge", *ml_args, *rl_args, "--rl-score-in-sampling"], list(extra),
+            max_tokens)[3]
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
     seconds = dict.fromkeys(models, 0.0)
     phases = dict.fromkeys(("encode", "decode", "reward", "ml_forward", "rl_forward", "backward_step"), 0.0)
@@ -224,8 +225,8 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     result = {name: {"updates_per_s": steps / seconds[name], "summaries_per_s": docs / seconds[name],
                      "target_words_per_s": words / seconds[name]} for name in seconds}
     result["ratio"] = seconds["rl"] / seconds["ml"]
-    if teacher_forced_too:
-        result["ratio_teacher_forced"] = seconds["rl_teacher_forced"] / seconds["ml"]
+    if score_in_sampling_too:
+        result["ratio_score_in_sampling"] = seconds["rl_score_in_sampling"] / seconds["ml"]
     result["rl_phases"] = {key: value / steps for key, value in phases.items()}
     result["ml_seconds_per_update"] = seconds["ml"] / steps
     result["sample_len"] = lengths["sample_len"] / max(lengths["docs"], 1)
@@ -239,7 +240,7 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
 def print_medians(results: list) -> None:
     """The RL/ML ratios of several runs, and their medians."""
     for key, label in (("ratio", "RL update / ML update"),
-                       ("ratio_teacher_forced", "RL update with y^s teacher-forced / ML update")):
+                       ("ratio_score_in_sampling", "RL update with --rl-score-in-sampling / ML update")):
         if key in results[0]:
             ratios = [r[key] for r in results]
             median = statistics.median(ratios)
@@ -252,15 +253,14 @@ def print_updates(result: dict) -> None:
     print(f"one update on the same {result['batches']} batches x {result['rounds']} rounds (after a warm-up round)")
     print(f"{'criterion':<20} {'updates/s':>10} {'summaries/s':>12} {'target words/s':>15}")
     for name, label in (("ml", "focal_copy_coverage"), ("rl", "self_critical_rouge"),
-                        ("rl_teacher_forced", "  y^s teacher-forced")):
+                        ("rl_score_in_sampling", "  y^s scored sampling")):
         if name in result:
             r = result[name]
             print(f"{label:<20} {r['updates_per_s']:>10.2f} {r['summaries_per_s']:>12.1f} "
                   f"{r['target_words_per_s']:>15.0f}")
     print(f"RL update / ML update: {result['ratio']:.2f}x ({target_text(result['ratio'])})")
-    if "ratio_teacher_forced" in result:
-        print(f"RL update with y^s teacher-forced (before issue 21 part 3) / ML update: "
-              f"{result['ratio_teacher_forced']:.2f}x")
+    if "ratio_score_in_sampling" in result:
+        print(f"RL update with --rl-score-in-sampling / ML update: {result['ratio_score_in_sampling']:.2f}x")
     total = sum(result["rl_phases"].values())
     print("where an RL update's time goes: " + ", ".join(
         f"{key} {1000 * value:.0f} ms ({100 * value / total:.0f}%)" for key, value in result["rl_phases"].items())
@@ -293,9 +293,9 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=4000)
     parser.add_argument("--runs", type=int, default=1,
                         help="--updates: this many runs, each from a fresh copy of the model, then the medians")
-    parser.add_argument("--teacher-forced-too", action="store_true",
-                        help="--updates: also time RL updates that score y^s by a teacher-forced pass (the path "
-                             "before issue 21 part 3), taking turns with the other two")
+    parser.add_argument("--score-in-sampling-too", action="store_true",
+                        help="--updates: also time RL updates with --rl-score-in-sampling, taking turns with the "
+                             "other two")
     args = parser.parse_args(argv)
     if args.updates:
         if args.data_bin is None:
@@ -306,7 +306,7 @@ def main(argv=None):
                 print(f"run {run + 1} of {args.runs}", flush=True)
             results.append(compare_update_speed(
                 args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra), shlex.split(args.rl_args),
-                shlex.split(args.ml_args), args.batches, args.rounds, args.max_tokens, args.teacher_forced_too))
+                shlex.split(args.ml_args), args.batches, args.rounds, args.max_tokens, args.score_in_sampling_too))
             print_updates(results[-1])
         if args.runs > 1:
             print_medians(results)
