@@ -241,8 +241,9 @@ def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, 
     name = f"{label}.{decode_label}"
     hyps = exp.work / "outputs" / f"{name}.txt"
     hyps.parent.mkdir(exist_ok=True)
-    # --verbose: fairseq's messages into this log, where decode_facts reads its "Translated ..." timing
-    exp.run([ROOT / "generate.sh", "--verbose", "-c", config, "--split", "test", "--output", hyps, data, model,
+    # --verbose: fairseq's messages into this log, where decode_facts reads its "Translated ..." timing;
+    # --no-detok: the summaries as ROUGE and the repetition counts read them (the tokens), as in every table
+    exp.run([ROOT / "generate.sh", "--verbose", "--no-detok", "-c", config, "--split", "test", "--output", hyps, data, model,
              *shlex.split(decode_extra)], f"generate_{name}.log")
     summaries = read_lines(hyps)
     if len(summaries) != n_test:

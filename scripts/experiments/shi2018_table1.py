@@ -158,7 +158,7 @@ def train_and_test(row: int, work: Path, data: Path, w2v: Path, budget: list):
     curve = train(row, work, data, w2v, budget)
     hyps = work / f"row{row}.test.txt"
     config = f"shi2018_lcsts_row{row}"
-    run([str(ROOT / "generate.sh"), "-c", config, "--split", "test", "--output", str(hyps), str(data),
+    run([str(ROOT / "generate.sh"), "--no-detok", "-c", config, "--split", "test", "--output", str(hyps), str(data),
          str(work / f"row{row}")], env=dict(os.environ, W2V=str(w2v)))
     return hyps, curve
 
