@@ -48,7 +48,7 @@ def test_both_directories_record_the_config(made):
 @pytest.mark.slow
 def test_generate_without_c_decodes_with_the_models_gen_args(made):
     work, config, data, model, _ = made
-    result = run(["./generate.sh", "--split", "test", "--checkpoint", "checkpoint_last.pt", data, model])
+    result = run(["./generate.sh", "--verbose", "--split", "test", "--checkpoint", "checkpoint_last.pt", data, model])
     assert "Decoding with the GEN_ARGS of terse" in result.stderr
     assert re.search(r"'beam': 2\b", result.stderr) and re.search(r"'max_len_b': 7\b", result.stderr)
     assert re.search(r"'block_ngram_repeat': 3\b", result.stderr), result.stderr[-3000:]
@@ -61,15 +61,15 @@ def test_a_disagreeing_c_is_an_error_unless_forced(made):
     work, config, data, model, _ = made
     generate = ["./generate.sh", "-c", "scitldr_small", "--split", "test", "--checkpoint", "checkpoint_last.pt"]
     refused = run([*generate, data, model], check=False)
-    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.returncode == 2 and refused.stdout == ""  # usage: 2
     assert f"{model} was trained with -c terse; -c scitldr_small would decode it" in refused.stderr
-    forced = run([generate[0], "--force-config", *generate[1:], data, model])
+    forced = run([generate[0], "--verbose", "--force-config", *generate[1:], data, model])
     assert "GEN_ARGS of scitldr_small" in forced.stderr and re.search(r"'beam': 5\b", forced.stderr)
     # train.sh: resuming the model with another config, or a config that prepares text differently
     resumed = run(["./train.sh", "-c", "scitldr_small", data, model, *TINY], check=False)
-    assert resumed.returncode == 1 and f"{model} was trained with -c terse" in resumed.stderr
+    assert resumed.returncode == 2 and f"{model} was trained with -c terse" in resumed.stderr
     other = run(["./train.sh", "-c", "lcsts_char", data, work / "other", *TINY], check=False)
-    assert other.returncode == 1 and f"{data} was prepared with -c terse" in other.stderr
+    assert other.returncode == 2 and f"{data} was prepared with -c terse" in other.stderr
     assert "-c lcsts_char prepares text differently" in other.stderr and not (work / "other").exists()
 
 
