@@ -170,3 +170,18 @@ def assert_incremental_equals_full(model, src, lengths, prev, order=None):
         assert (key in extra) == (key in step_extra)
         if key in extra:
             torch.testing.assert_close(step_extra[key], extra[key], atol=1e-5, rtol=1e-5)
+
+
+def assert_same_gradients(got, expected, model):
+    """Per parameter of ``model``: the gradient ``got`` equals ``expected`` (rtol 1e-5), and a parameter without an
+    expected gradient got none or zeros; more than five parameters compared."""
+    import torch
+
+    compared = 0
+    for (name, _), g, e in zip(model.named_parameters(), got, expected):
+        if e is None:
+            assert g is None or g.abs().max() == 0, name
+            continue
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-7, msg=name)
+        compared += 1
+    assert compared > 5
