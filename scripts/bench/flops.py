@@ -69,6 +69,33 @@ A attention, O readout, V output vocabulary):
     output layer     T x 2OV
     copy switch      T x (M x 2H + 2Hd + 2E)                   (p_a = sigmoid(v5 c_a + v6 s_t + v7 y_t + b), ~eq 14:
                                                                 v6 s_t and v7 y_t once per step, not per agent)
+  pgn_lstm --decoder-readout luong (Shi et al.: the attentional state h~_t = tanh(W_c [c_t; s_t]) is fed back,
+  read out and switched on; no coverage input to the attention with --no-coverage-attention; modules/readouts.py)
+    as pgn_lstm, except
+    decoder input    T x (2EE + 2HE)                           (x_t = W_x [y; h~_{t-1}], the fed-back h~ of size H)
+    readout          T x 2(C + H)H                             (W_c [c_t; s_t], Shi eq 3)
+    output layer     T x 2HV                                   (W_vocab h~_t, Shi eq 7)
+    copy switch      T x 2H                                    (Shi eq 9)
+  global_gate_gru (Song & Zhao: GRU encoder 2 x He, C = 2He, decoder GRU H, attention A (default C), maxout
+  readout of pool 2 to O; global_gate_gru.py, modules/selective_gate.py).  A GRU layer over one token with input
+  size I and hidden size H: 2 * 3H(I + H)
+    encoder          2 directions x S x 2*3He(E + He)                                                    (eqs 1-4)
+    global encoding  S x 2CC (u_i = tanh(W_s h_i), eq 5);  scores S x 2C (u_i . u_s, eq 6);  D S x 2C (eq 7)
+    selective gate   S x 2CC (W_g h_i) + 2(2C)C once per document (W_g's u_s and D columns), eq 8;
+                     without global encoding the gate reads [h_i; D]: S x 2CC + 2CC
+    initial state    2CH                                       (s_0 = tanh(W_d D), eq 10)
+    attention keys   S x 2CA (U_a h'_i) + 2CA once per document (E_a u_s, eq 18)
+    decoder GRU      T x 2*3H(E + C + H)                       (input [w_{t-1}; c_{t-1}], eq 11)
+    attention query  T x 2HA;  scores T x S x (A + A + 2A);  context T x S x 2C   (eqs 18, 13, 14)
+    readout          T x 2(E + C + H)(2O) (eq 19) + 2C(2O) once per document (its u_s columns)
+    output layer     T x 2OV                                   (eq 17)
+    copy switch      T x 2(C + H + E)                          (--copy, ours: See et al.'s eq 8)
+  self-critical RL (criterions/self_critical_rouge.py, its default path): per document, the encoder once with
+  gradient (3 x its terms); y^s and y^g decoded without gradient (1 x the decoder terms each, at the sample
+  length); y^s scored by a teacher-forced pass with gradient (3 x at the sample length); the ML part's
+  teacher-forced pass on the reference (3 x at the reference length) unless gamma = 1.  Encoder terms are those
+  of ``ENCODER_TERMS``; a per-batch term counts 1 x for the decoding and 3 x for each pass with gradient.
+  The sample length is an input: the dry run (scripts/experiments/paper_scale.py) takes the reference's.
   fairseq lstm (--encoder-bidirectional, input feeding, dot-product attention; fairseq/models/lstm.py)
     encoder          as above;  initial state 2 x 2CH (encoder_hidden_proj, encoder_cell_proj)
     decoder LSTM     T x 2*4H(E + H + H)                       (input = [embedding; previous output])
@@ -140,6 +167,54 @@ def pgn_lstm_forward(s: Sizes, src_len, tgt_len, copy: bool = True, coverage: bo
     return parts
 
 
+def gru_layer(tokens, input_size: int, hidden: int):
+    """The gate products of one GRU direction over ``tokens`` tokens: 2 * 3H(I + H) each."""
+    return tokens * 2 * 3 * hidden * (input_size + hidden)
+
+
+def pgn_lstm_luong_forward(s: Sizes, src_len, tgt_len, copy: bool = True,
+                           coverage_attention: bool = False) -> Dict[str, float]:
+    """pgn_lstm with Shi et al.'s readout (module docstring): See et al.'s terms with the fed-back, read-out and
+    switched vector h~_t of size H.  ``s.out_embed`` is unused (no V projection)."""
+    E, C, H, V = s.embed, s.context, s.decoder_hidden, s.vocab
+    T = tgt_len
+    parts = pgn_lstm_forward(s, src_len, tgt_len, copy=copy, coverage=coverage_attention)
+    parts.update({
+        "decoder input": T * (2 * E * E + 2 * H * E),
+        "readout": T * 2 * (C + H) * H,
+        "output layer": T * 2 * H * V,
+    })
+    if copy:
+        parts["copy switch"] = T * 2 * H
+    return parts
+
+
+def global_gate_gru_forward(s: Sizes, src_len, tgt_len, selective_gate: bool = True, global_encoding: bool = True,
+                            copy: bool = False) -> Dict[str, float]:
+    """global_gate_gru (module docstring): per document pair; ``s.attention`` is A (the model's default is C)."""
+    E, C, H, A, O, V = s.embed, s.context, s.decoder_hidden, s.attention, s.out_embed, s.vocab
+    S, T = src_len, tgt_len
+    pool = 2  # MAXOUT_POOL of the readout (eq 16)
+    parts = {
+        "encoder": 2 * gru_layer(S, E, s.encoder_hidden),
+        "initial state": 2 * C * H,
+        "attention keys": S * 2 * C * A + (2 * C * A if global_encoding else 0),
+        "decoder GRU": gru_layer(T, E + C, H),
+        "attention query": T * 2 * H * A,
+        "attention scores": T * S * (A + A + 2 * A),
+        "context": T * S * 2 * C,
+        "readout": T * 2 * (E + C + H) * pool * O + (2 * C * pool * O if global_encoding else 0),
+        "output layer": T * 2 * O * V,
+    }
+    if global_encoding:
+        parts["global encoding"] = S * 2 * C * C + S * 2 * C + S * 2 * C
+    if selective_gate:
+        parts["selective gate"] = S * 2 * C * C + 2 * (2 * C if global_encoding else C) * C
+    if copy:
+        parts["copy switch"] = T * 2 * (C + H + E)
+    return parts
+
+
 def paulus_readout_size(s: Sizes) -> int:
     """D, the size of Paulus et al.'s readout [s_t; c^e_t; c^d_t]: decoder state, encoder context, decoder context."""
     return s.decoder_hidden + s.context + s.decoder_hidden
@@ -173,16 +248,18 @@ def paulus_per_batch(s: Sizes) -> Dict[str, float]:
 
 
 def dca_lstm_forward(s: Sizes, src_len, tgt_len, agents: int = 3, contextual_layers: int = 2,
-                     contextual_agent_attention: bool = True, copy: bool = True) -> Dict[str, float]:
+                     contextual_agent_attention: bool = True, copy: bool = True,
+                     communication: bool = True) -> Dict[str, float]:
     """dca_lstm (module docstring): per document pair.  ``s.encoder_hidden`` is H, the agent state size (each
-    BiLSTM direction, and the projection of the two); ``s.context`` is unused."""
+    BiLSTM direction, and the projection of the two); ``s.context`` is unused.  Without ``communication`` (the
+    poster's ablation) the message term W4 z is not computed; W3 h still is."""
     E, H, Hd, A, O, V = s.embed, s.encoder_hidden, s.decoder_hidden, s.attention, s.out_embed, s.vocab
     S, T, M, K = src_len, tgt_len, agents, contextual_layers
     readout_in = Hd + H * (2 if contextual_agent_attention else 1)  # [s_t; c*_t; c*_{t-1}]
     parts = {
         "local BiLSTM": 2 * lstm_layer(S, E, H),
         "local projection": S * 2 * 2 * H * H,
-        "message combination": K * (S * 2 * H * H + M * 2 * H * H),
+        "message combination": K * (S * 2 * H * H + (M * 2 * H * H if communication else 0)),
         "contextual BiLSTMs": K * 2 * lstm_layer(S, H, H),
         "contextual projections": K * S * 2 * 2 * H * H,
         "initial state": 2 * 2 * H * Hd + (2 * H * Hd if H != Hd else 0),
@@ -243,6 +320,78 @@ def onmt_rnn_forward(s: Sizes, src_len, tgt_len, copy: bool = False) -> Dict[str
 def update_flops(forward: Dict[str, float]) -> float:
     """One training update: forward + backward (2 x forward)."""
     return 3 * sum(forward.values())
+
+
+# Terms computed once per document from the source: the self-critical update runs them once for all its passes.
+ENCODER_TERMS = frozenset({"encoder", "initial state", "attention keys", "global encoding", "selective gate",
+                           "local BiLSTM", "local projection", "message combination", "contextual BiLSTMs",
+                           "contextual projections", "word attention keys"})
+
+
+def mean_pair(count: "ModelCount", pairs: Tuple[np.ndarray, np.ndarray]) -> Dict[str, float]:
+    """Each forward term of one document pair, averaged over ``pairs`` (not the terms of the mean lengths: the
+    attention and the intra-decoder terms are not linear in them)."""
+    src_len, tgt_len = (np.asarray(x, dtype=np.float64) for x in pairs)
+    return {name: value / src_len.size for name, value in total_parts(count.per_pair, (src_len, tgt_len)).items()}
+
+
+def ml_update_flops(count: "ModelCount", pairs: Tuple[np.ndarray, np.ndarray], batch: int) -> float:
+    """One ML update of ``batch`` documents like ``pairs`` on average: 3 x (batch x the mean pair's forward +
+    the per-batch terms)."""
+    return 3 * (batch * sum(mean_pair(count, pairs).values()) + sum(count.per_batch.values()))
+
+
+def self_critical_update_flops(count: "ModelCount", pairs: Tuple[np.ndarray, np.ndarray], batch: int,
+                               ml: bool = True) -> float:
+    """One self-critical update (module docstring, self-critical RL) of ``batch`` documents like ``pairs``, the
+    samples as long as the references; ``ml``: gamma < 1, so the ML part's pass runs too."""
+    terms = mean_pair(count, pairs)
+    encoder = sum(value for name, value in terms.items() if name in ENCODER_TERMS)
+    decoder = sum(terms.values()) - encoder
+    passes_with_gradient = 2 if ml else 1  # y^s scored, and the ML part's pass
+    per_document = 3 * encoder + 2 * decoder + 3 * passes_with_gradient * decoder
+    return batch * per_document + (1 + 3 * passes_with_gradient) * sum(count.per_batch.values())
+
+
+def model_count(args, vocab: int) -> "ModelCount":
+    """The forward FLOPs of the model fairseq builds from ``args`` (its architecture's defaults filled in, as
+    ``options.parse_args_and_arch`` leaves them) with ``vocab`` regular output words: the formula of its family and
+    options (module docstring).  A combination without a formula here is an error, never a guess."""
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    family = ARCH_MODEL_NAME_REGISTRY.get(args.arch)
+    attention = getattr(args, "attention_dim", None) or 2 * args.encoder_hidden_size  # global_gate_gru: C
+    sizes = Sizes(embed=args.encoder_embed_dim, encoder_hidden=args.encoder_hidden_size,
+                  decoder_hidden=args.decoder_hidden_size, attention=attention,
+                  out_embed=getattr(args, "decoder_out_embed_dim", None) or args.decoder_hidden_size, vocab=vocab)
+    if family == "pgn_lstm":
+        return pgn_lstm_count(args, sizes)
+    if family == "global_gate_gru":
+        return ModelCount(partial(global_gate_gru_forward, sizes, selective_gate=not args.no_selective_gate,
+                                  global_encoding=not args.no_global_encoding, copy=args.copy))
+    if family == "dca_lstm":
+        return ModelCount(partial(dca_lstm_forward, sizes, agents=args.num_agents,
+                                  contextual_layers=args.contextual_layers,
+                                  contextual_agent_attention=not args.no_contextual_agent_attention,
+                                  copy=not args.no_copy, communication=not args.no_communication))
+    raise ValueError(f"flops.model_count: no formula for --arch {args.arch} (family {family})")
+
+
+def pgn_lstm_count(args, sizes: Sizes) -> "ModelCount":
+    """pgn_lstm's three readouts (see, luong, paulus) with the options each formula covers."""
+    copy = not args.no_copy
+    coverage_attention = not args.no_coverage and not args.no_coverage_attention
+    paulus = (args.intra_temporal_attention, args.intra_decoder_attention, args.decoder_readout, copy)
+    if paulus == (True, True, "paulus", True) and not coverage_attention:
+        per_batch = paulus_per_batch(sizes) if args.shared_output_projection else {}
+        return ModelCount(partial(paulus_forward, sizes), per_batch)
+    if args.intra_temporal_attention or args.intra_decoder_attention or args.shared_output_projection:
+        raise ValueError("flops.model_count: pgn_lstm's Paulus options count only all together (pgn_lstm_paulus2017)")
+    if args.decoder_readout == "luong":
+        return ModelCount(partial(pgn_lstm_luong_forward, sizes, copy=copy, coverage_attention=coverage_attention))
+    if args.decoder_readout == "see":
+        return ModelCount(partial(pgn_lstm_forward, sizes, copy=copy, coverage=coverage_attention))
+    raise ValueError(f"flops.model_count: no formula for pgn_lstm --decoder-readout {args.decoder_readout}")
 
 
 def flops_per_target_token(forward: Callable[..., Dict[str, float]], pairs: Tuple[np.ndarray, np.ndarray],

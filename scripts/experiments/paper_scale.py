@@ -1,0 +1,446 @@
+#!/usr/bin/env python
+"""The seed tables at the papers' scale: each table's systems, the full run (compare.py on a corpus converted from
+its raw release) and the dry run that budgets it.
+
+Used by the table scripts through ``add_options`` and ``run``:
+
+    python scripts/experiments/see2017_table1.py --scale paper --raw DIR [--launcher slurm ...]   # the full table
+    python scripts/experiments/see2017_table1.py --scale paper --dry-run [--dry-run-batch N] [--work DIR]
+
+``--scale paper --raw DIR`` runs compare.py with ``--corpus raw --raw DIR`` (DIR/{train,valid,test}.{src,tgt}, the
+output of ``summ-convert`` on the release), the table's ``*_paper.conf`` configs and each system's paper number of
+updates (``--max-update`` in its options, which compare.py honours per system), launcher options passed on.
+
+``--dry-run`` (no corpus needed) builds every system of the table at paper scale and trains it for 3 updates on
+the CPU, on a slice of ../shared/data (TABLE.slice: 200 training documents of See et al.'s CNN/DM test release or
+of LCSTS PART_II), prepared by preprocess.sh with the table's data config and its dictionary padded to the paper's
+vocabulary size (filler words after the slice's own, before the OOV markers: the output layer and embeddings have
+the paper's size, the fillers never occur).  Per system, in its own process (a fresh peak RSS):
+  parameters      fairseq's count (model.parameters(), shared weights once), as fairseq-train logs it;
+  peak RSS        of that process over building the model and the 3 updates at the measured batch (the paper's
+                  unless --dry-run-batch), the interpreter, torch and fairseq included (their share: "at start");
+  s/update        wall seconds of updates 2 and 3 (fairseq's Trainer.train_step, 1 thread), the first one
+                  being a warm-up;
+  FLOPs           scripts/bench/flops.py's count of one update at the paper's batch, documents as long as the
+                  slice's on average (after the data config's truncation), times the paper's updates: the
+                  analytic work of the whole run (self-critical rows: flops.self_critical_update_flops, samples as
+                  long as the references).
+The table goes to stdout, WORK/dry_run.md and WORK/dry_run.json (exact figures).
+"""
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib import CNNDM, LCSTS, ROOT, Experiment, read_lines, write_lines  # noqa: E402
+
+DRY_RUN_UPDATES = 3
+SLICE_TRAIN, SLICE_HELD_OUT = 200, 5  # documents of the dry run's slice (train; valid and test each)
+FILLER = "paper_vocab_filler_{}"  # padding words of the dry run's dictionary (never in the data)
+
+
+@dataclass(frozen=True)
+class System:
+    """One row: LABEL trained with -c CONFIG and OPTIONS for UPDATES updates, from PARENT's best checkpoint if
+    given (a continued system: compare.py --continue)."""
+
+    label: str
+    config: str
+    options: str
+    updates: int
+    parent: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A seed table at paper scale: ``data_config`` prepares the corpus (``release`` says which and how),
+    ``batch`` documents per update (every config of the table sets it), ``slice`` the dry run's stand-in data."""
+
+    name: str
+    release: str
+    data_config: str
+    batch: int
+    systems: Tuple[System, ...]
+    slice: str  # "cnndm" or "lcsts"
+    decodes: Tuple[str, ...] = ("beam",)
+    lead: Optional[int] = None
+    dry_run_notes: Tuple[str, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------------------------- the tables
+SEE_NO_COVERAGE = "--no-coverage --coverage-lambda 0"
+SEE2017 = Table(
+    name="see2017_table1", release="CNN/DailyMail story files: summ-convert story, then summ-convert split "
+    "(or the standard 287,226 / 13,368 / 11,490 split)", data_config="see2017_cnndm_paper", batch=16, slice="cnndm",
+    systems=(
+        System("seq2seq+attn_50k", "see2017_cnndm_paper", f"--no-copy {SEE_NO_COVERAGE}", 600_000),
+        System("pointer-generator", "see2017_cnndm_paper", SEE_NO_COVERAGE, 230_000),
+        System("pointer-generator+coverage", "see2017_cnndm_paper", "--coverage-lambda 1", 3_000,
+               parent="pointer-generator"),
+    ),
+    lead=3,
+    dry_run_notes=("The paper's 150k-vocabulary baseline is not a row: it needs a second preprocessing of the corpus.",),
+)
+
+PAULUS_RL = "--rl-gamma 0.9984"
+PAULUS2017 = Table(
+    name="paulus2017_table", release="CNN/DailyMail story files: summ-convert story, then summ-convert split",
+    data_config="paulus2017_cnndm", batch=50, slice="cnndm",
+    systems=(
+        # Updates chosen (the notes at hand give none): 75,000 ML updates are 13 epochs of 287k documents at
+        # batch 50, See et al.'s pointer-generator's 12.8 epochs; 25,000 updates for each RL phase.
+        System("ML_intra-attention", "paulus2017_cnndm", "", 75_000),
+        System("ML+RL", "paulus2017_cnndm_rl_paper", PAULUS_RL, 25_000, parent="ML_intra-attention"),
+        System("RL", "paulus2017_cnndm_rl_paper", "--rl-gamma 1", 25_000, parent="ML_intra-attention"),
+    ),
+    lead=3,
+)
+
+SHI_W2V = "--encoder-embed-path {w2v}"  # rows with word2vec: the table script fills in --w2v
+SHI2018 = Table(
+    name="shi2018_table1", release="LCSTS PART_I for training, PART_II for validation and PART_III for test: "
+    "summ-convert of each part into train, valid, test", data_config="shi2018_lcsts_paper", batch=2, slice="lcsts",
+    systems=tuple(System(f"row{row}", "shi2018_lcsts_paper", options, 100_000) for row, options in (
+        (1, ""),
+        (2, SHI_W2V),
+        (3, f"{SHI_W2V} --encoder-freeze-embed"),
+        (4, "--embed-norm"),
+        (5, f"{SHI_W2V} --embed-norm"),
+        (6, f"{SHI_W2V} --embed-norm --focal-alpha 0.25 --focal-gamma 1"),
+        (7, f"{SHI_W2V} --embed-norm --focal-alpha 0.25 --focal-gamma 1 --coverage-lambda 0.25"),
+    )),
+    dry_run_notes=("Rows with word2vec train from random embeddings in the dry run (the vectors change the start, "
+                   "not the size, of the embeddings; row 3's stay frozen).",),
+)
+
+SONG2020 = Table(
+    name="song2020_ttnews", release="NLPCC 2017 TTNews (50,000 training pairs): summ-convert jsonl, then "
+    "summ-convert split", data_config="song2020_ttnews_paper", batch=32, slice="lcsts",
+    systems=(
+        # 20 epochs of 50,000 pairs at batch 32 (chosen: the paper stops by hand)
+        System("full", "song2020_ttnews_paper", "", 31_250),
+        System("no_gate", "song2020_ttnews_paper", "--no-selective-gate", 31_250),
+        System("seq2seq", "song2020_ttnews_paper", "--no-selective-gate --no-global-encoding", 31_250),
+    ),
+    decodes=("beam", "greedy --beam 1"),
+    dry_run_notes=("TTNews is not in ../shared/data: the dry run trains on LCSTS PART_II, whose sources (about 100 "
+                   "characters) are about 6x shorter than TTNews's (669): memory, time and FLOPs grow with them.",),
+)
+
+DCA_SINGLE = "--arch pgn_lstm --no-coverage --coverage-lambda 0"
+DCA2018 = Table(
+    name="dca2018_cnndm", release="CNN/DailyMail story files: summ-convert story, then summ-convert split",
+    data_config="dca2018_cnndm_paper", batch=16, slice="cnndm",
+    systems=(
+        # 230,000 updates (See et al.'s, chosen: the paper's appendix was not available); RL 25,000 (chosen)
+        System("1:single_mle", "dca2018_cnndm_paper", f"{DCA_SINGLE} --criterion focal_copy_coverage", 230_000),
+        System("2:single_sem", "dca2018_cnndm_paper", DCA_SINGLE, 230_000),
+        System("3:agents_no_comm", "dca2018_cnndm_paper", "--no-communication --no-contextual-agent-attention",
+               230_000),
+        System("4:agents_comm", "dca2018_cnndm_paper", "--no-contextual-agent-attention", 230_000),
+        System("5:agents_comm_caa", "dca2018_cnndm_paper", "", 230_000),
+        System("6:rl", "dca2018_cnndm_paper", "--criterion self_critical_cohesion --rl-gamma 0.9984 "
+               "--rl-reward rougeL --rl-max-len-b 100 --lr 0.0001", 25_000, parent="5:agents_comm_caa"),
+    ),
+    decodes=("beam", "beam+block --block-ngram-repeat 3"),
+    lead=3,
+)
+
+TABLES = {table.name: table for table in (SEE2017, PAULUS2017, SHI2018, SONG2020, DCA2018)}
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def add_options(parser: argparse.ArgumentParser, cpu_scale: bool = True) -> None:
+    """--scale, --raw, --dry-run, --dry-run-batch (``cpu_scale``: the script also has a CPU scale, the default)."""
+    group = parser.add_argument_group("paper scale")
+    scales = ("cpu", "paper") if cpu_scale else ("paper",)
+    group.add_argument("--scale", choices=scales, default=scales[0],
+                       help="paper: the paper's sizes, vocabulary, lengths, optimizer and updates (configs/*_paper.conf)")
+    group.add_argument("--raw", type=Path, metavar="DIR",
+                       help="--scale paper: the corpus converted from its release, DIR/{train,valid,test}.{src,tgt}")
+    group.add_argument("--dry-run", action="store_true",
+                       help="--scale paper: build every system, train 3 updates on a slice of ../shared/data, print "
+                            "parameters, memory, s/update here and the whole run's FLOPs")
+    group.add_argument("--dry-run-batch", type=int, metavar="N",
+                       help="documents per dry-run update (default: the paper's batch)")
+
+
+def run(table: Table, args, substitutions: Optional[dict] = None) -> None:
+    """--scale paper: the dry run, or the full table through compare.py (``substitutions`` fill the options'
+    {placeholders}, e.g. Shi et al.'s {w2v})."""
+    if args.dry_run:
+        return dry_run(table, args.work if args.work else ROOT / "runs" / f"{table.name}_dry_run",
+                       args.dry_run_batch, getattr(args, "threads", 1))
+    if not args.raw:
+        sys.exit(f"{table.name}: --scale paper needs --raw DIR ({table.release}) or --dry-run")
+    cmd = compare_command(table, args, substitutions or {})
+    subprocess.run(list(map(str, cmd)), check=True, cwd=ROOT, env=dict(os.environ))
+
+
+def compare_command(table: Table, args, substitutions: dict) -> list:
+    """compare.py's command line of the full table (each system's updates as its own --max-update)."""
+    import slurm_launcher
+
+    first = table.systems[0].updates
+    cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", f"{table.name}_paper",
+           "--corpus", "raw", "--raw", args.raw, "--config", table.data_config, "--updates", first,
+           "--threads", getattr(args, "threads", 1), "--work", args.work or ROOT / "runs" / f"{table.name}_paper",
+           *slurm_launcher.passthrough(args)]
+    continued = {system.updates for system in table.systems if system.parent}
+    if len(continued) > 1:
+        raise ValueError(f"{table.name}: compare.py gives every continued system one --continue-updates")
+    for system in table.systems:
+        options = system.options.format(**substitutions)
+        if system.parent:
+            cmd += ["--continue", f"{system.label} {system.parent} {system.config} {options}"]
+        else:
+            cmd += ["--variant", f"{system.label} {system.config} {options} --max-update {system.updates}"]
+    if continued:
+        cmd += ["--continue-updates", continued.pop()]
+    for decode in table.decodes:
+        cmd += ["--decode", decode]
+    if table.lead:
+        cmd += ["--lead", table.lead]
+    return cmd
+
+
+# ----------------------------------------------------------------------------------------------- the dry run
+def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1) -> List[dict]:
+    exp = Experiment(f"{table.name} dry run", work, threads or 1)
+    batch = batch or table.batch
+    data = prepare_slice(exp, table)
+    specs = []
+    for system in table.systems:
+        options = shlex.split(re.sub(r"--encoder-embed-path \{w2v\}", "", system.options))
+        specs.append({"system": system.label, "config": system.config, "options": shlex.join(options),
+                      "data_bin": str(data / "bin"), "train_args": config_array(system.config, "TRAIN_ARGS") + options,
+                      "batch": batch, "paper_batch": table.batch, "paper_updates": system.updates})
+    rows = measure(exp, specs)
+    write_report(exp, table, rows, batch)
+    return rows
+
+
+def prepare_slice(exp: Experiment, table: Table) -> Path:
+    """WORK/data: the slice prepared with the table's data config, its dictionary padded to the paper's size."""
+    raw, data = exp.work / "raw", exp.work / "data"
+    done = data / "padded_to_paper_vocabulary"
+    if done.is_file():
+        return data
+    shutil.rmtree(data, ignore_errors=True)
+    write_slice(exp, raw, table.slice)
+    exp.run([ROOT / "preprocess.sh", "-c", table.data_config, raw, data], "preprocess.log")
+    padded = pad_dictionary(data)
+    shutil.rmtree(data / "bin")  # binarized again with the padded dictionary
+    exp.run([ROOT / "preprocess.sh", "-c", table.data_config, raw, data, "--srcdict", padded],
+            "preprocess_padded.log")
+    done.touch()
+    return data
+
+
+def write_slice(exp: Experiment, raw: Path, corpus: str) -> None:
+    """raw/{train,valid,test}.{src,tgt}: the first documents of ../shared/data's CNN/DM or LCSTS PART_II."""
+    raw.mkdir(parents=True, exist_ok=True)
+    total = SLICE_TRAIN + 2 * SLICE_HELD_OUT
+    if corpus == "cnndm":
+        if not CNNDM.is_file():
+            exp.fail(f"{CNNDM} not found (needs ../shared/data beside the repository)")
+        with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
+            docs = [json.loads(line) for _, line in zip(range(total), handle)]
+        src = [" ".join(doc["article"].split()) for doc in docs]
+        tgt = [" <q> ".join(" ".join(s.split()) for s in doc["reference"]) for doc in docs]
+    else:
+        if not LCSTS.is_dir():
+            exp.fail(f"{LCSTS} not found (needs ../shared/data beside the repository)")
+        exp.run(["summ-convert", "tsv", LCSTS / "train.tsv", "--src-col", "1", "--tgt-col", "0",
+                 "--out-prefix", raw / "all"], "convert.log")
+        src, tgt = (read_lines(raw / f"all.{side}")[:total] for side in ("src", "tgt"))
+    bounds = {"train": (0, SLICE_TRAIN), "valid": (SLICE_TRAIN, SLICE_TRAIN + SLICE_HELD_OUT),
+              "test": (SLICE_TRAIN + SLICE_HELD_OUT, total)}
+    for split, (start, end) in bounds.items():
+        write_lines(raw / f"{split}.src", src[start:end])
+        write_lines(raw / f"{split}.tgt", tgt[start:end])
+
+
+def pad_dictionary(data: Path) -> Path:
+    """DATA/paper_dict.txt: DATA/dict.txt's regular words, filler words up to the paper's vocabulary (prep.json's
+    --vocab-size, or --sp-vocab-size when smaller for sentencepiece units), then its OOV markers."""
+    from fairseq_plugins.text import markers
+
+    settings = json.loads((data / "prep.json").read_text(encoding="utf-8"))["settings"]
+    size = min(filter(None, (settings["vocab_size"], settings.get("sp_vocab_size"))))
+    lines = (data / "dict.txt").read_text(encoding="utf-8").splitlines()
+    regular = [line for line in lines if markers.marker_index(line.rsplit(" ", 1)[0]) is None]
+    marks = lines[len(regular):]
+    fillers = [f"{FILLER.format(k)} 0" for k in range(max(0, size - len(regular)))]
+    padded = data / "paper_dict.txt"
+    padded.write_text("\n".join(regular + fillers + marks) + "\n", encoding="utf-8")
+    return padded
+
+
+def config_array(config: str, name: str) -> List[str]:
+    """A config's array (TRAIN_ARGS...) as bash resolves it (scripts/lib.sh's load_config)."""
+    script = f'source "{ROOT}/scripts/lib.sh"; load_config "$1"; printf "%s\\0" "${{{name}[@]}}"'
+    result = subprocess.run(["bash", "-c", script, "config_array", config], capture_output=True, check=True)
+    return [word.decode("utf-8") for word in result.stdout.split(b"\0")[:-1]]
+
+
+def measure(exp: Experiment, specs: List[dict]) -> List[dict]:
+    """Runs the worker (this file with --worker) on the systems' specs; their rows (spec + figures)."""
+    spec_file, result_file = exp.work / "dry_run_specs.json", exp.work / "dry_run_results.json"
+    spec_file.write_text(json.dumps(specs, indent=1), encoding="utf-8")
+    exp.run([sys.executable, Path(__file__).resolve(), "--worker", spec_file, result_file], "dry_run_worker.log")
+    results = json.loads(result_file.read_text(encoding="utf-8"))
+    return [{key: spec[key] for key in ("system", "config", "options")} | result
+            for spec, result in zip(specs, results)]
+
+
+# ----------------------------------------------------------------------------------------------- the worker
+def rss_mib() -> float:
+    """This process's resident set now (VmRSS), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def build(spec: dict):
+    """fairseq's parser, task, model, criterion and Trainer from the config's TRAIN_ARGS and the options, as
+    fairseq-train builds them (train.sh's argument order), with the dry run's batch and no saving."""
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()
+    argv = [spec["data_bin"], "--user-dir", str(ROOT / "fairseq_plugins"), *spec["train_args"],
+            "--batch-size", str(spec["batch"]), "--required-batch-size-multiple", "1", "--cpu", "--num-workers", "0",
+            "--no-save", "--disable-validation", "--max-update", str(DRY_RUN_UPDATES)]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.set_torch_seed(cfg.common.seed)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    return args, task, model, Trainer(cfg, task, model, criterion)
+
+
+def full_batches(trainer, size: int, count: int) -> list:
+    """The first ``count`` batches of the epoch with exactly ``size`` documents."""
+    iterator = trainer.get_train_iterator(epoch=1).next_epoch_itr(shuffle=True)
+    batches = [batch for batch in iterator if batch["nsentences"] == size][:count]
+    if len(batches) < count:
+        raise SystemExit(f"paper_scale: the slice has fewer than {count} batches of {size} documents")
+    return batches
+
+
+def update_flops(args, task, spec: dict) -> float:
+    """scripts/bench/flops.py: one update at the paper's batch, documents like the slice's training split."""
+    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+    import flops
+
+    from fairseq_plugins.text.markers import first_marker_index
+
+    count = flops.model_count(args, first_marker_index(task.target_dictionary))
+    pairs = flops.dataset_lengths(Path(spec["data_bin"]))
+    if args.criterion.startswith("self_critical"):
+        return flops.self_critical_update_flops(count, pairs, spec["paper_batch"], ml=args.rl_gamma < 1)
+    return flops.ml_update_flops(count, pairs, spec["paper_batch"])
+
+
+def figures(spec: dict) -> dict:
+    """One system: build, 3 updates at spec's batch; its figures but the peak RSS."""
+    args, task, model, trainer = build(spec)
+    seconds = []
+    for batch in full_batches(trainer, spec["batch"], DRY_RUN_UPDATES):
+        start = time.perf_counter()
+        trainer.train_step([batch])
+        seconds.append(time.perf_counter() - start)
+    per_update = update_flops(args, task, spec)
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "vocabulary": len(task.target_dictionary), "batch": spec["batch"], "paper_batch": spec["paper_batch"],
+        "seconds": seconds, "seconds_per_update": sum(seconds[1:]) / len(seconds[1:]),
+        "paper_updates": spec["paper_updates"], "flops_per_update": per_update,
+        "flops_total": per_update * spec["paper_updates"],
+    }
+
+
+def worker(spec_file: Path, result_file: Path) -> None:
+    """Every system of spec_file in a child forked after torch and fairseq are imported (paid once): the child's
+    peak RSS (wait4) is that system's alone, the imports' pages included ("at start")."""
+    import fairseq.trainer  # noqa: F401
+    import torch  # noqa: F401
+
+    import fairseq_plugins  # noqa: F401
+
+    at_start = rss_mib()
+    results = []
+    for k, spec in enumerate(json.loads(spec_file.read_text(encoding="utf-8"))):
+        part = result_file.with_suffix(f".{k}.json")
+        pid = os.fork()
+        if pid == 0:  # the child: one system, then out without running the parent's exit handlers
+            try:
+                part.write_text(json.dumps(figures(spec)), encoding="utf-8")
+                os._exit(0)
+            except BaseException:  # noqa: B036 (SystemExit too: the message must reach the log)
+                traceback.print_exc()
+                os._exit(1)
+        _, status, usage = os.wait4(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"paper_scale: the dry run of {spec['system']} failed (its traceback is above)")
+        results.append(json.loads(part.read_text(encoding="utf-8"))
+                       | {"peak_rss_mib": usage.ru_maxrss / 1024, "rss_at_start_mib": at_start})
+        part.unlink()
+    result_file.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------- the report
+def write_report(exp: Experiment, table: Table, rows: List[dict], batch: int) -> None:
+    lines = [f"## {table.name}: dry run at paper scale", "",
+             f"Corpus at full scale: {table.release} (data config `configs/{table.data_config}.conf`). Dry run: "
+             f"{SLICE_TRAIN} training documents of ../shared/data's {table.slice}, dictionary padded to the paper's "
+             f"size; {DRY_RUN_UPDATES} updates of {batch} documents (paper: {table.batch}), 1 thread.", "",
+             "| system | options | parameters | vocabulary | peak RSS MiB (at start) | s/update here | paper "
+             "updates | FLOPs/update (paper batch) | FLOPs whole run |", "|" + "---|" * 9]
+    for row in rows:
+        lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
+                     f"{row['vocabulary']:,} | {row['peak_rss_mib']:,.0f} ({row['rss_at_start_mib']:,.0f}) | "
+                     f"{row['seconds_per_update']:.2f} | {row['paper_updates']:,} | {row['flops_per_update']:.3e} | "
+                     f"{row['flops_total']:.3e} |")
+    lines += ["", *table.dry_run_notes] if table.dry_run_notes else []
+    text = "\n".join(lines) + "\n"
+    (exp.work / "dry_run.md").write_text(text, encoding="utf-8")
+    (exp.work / "dry_run.json").write_text(json.dumps({"table": table.name, "batch": batch, "rows": rows},
+                                                      indent=1) + "\n", encoding="utf-8")
+    print(text)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", nargs=2, type=Path, metavar=("SPEC", "RESULT"), help=argparse.SUPPRESS)
+    parser.add_argument("--table", choices=sorted(TABLES), help="dry-run this table")
+    parser.add_argument("--work", type=Path)
+    parser.add_argument("--dry-run-batch", type=int)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(*args.worker)
+    if not args.table:
+        parser.error("give --table (or run a table script with --scale paper --dry-run)")
+    dry_run(TABLES[args.table], args.work or ROOT / "runs" / f"{args.table}_dry_run", args.dry_run_batch)
+
+
+if __name__ == "__main__":
+    main()
