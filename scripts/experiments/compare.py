@@ -8,7 +8,8 @@ official ROUGE, repetition and speed.  The issues' experiments are command lines
         [--decode "LABEL [generate.sh OPTIONS]" ...] [--lead N] [--work runs/NAME] [--threads 1]
 
 Each --variant, --continue and --decode is one quoted string of words (shell quoting inside it works), e.g.
-``--variant "seq2seq+copy song2020_lcsts_cpu --no-selective-gate --copy"``.
+``--variant "seq2seq+copy song2020_lcsts_cpu --no-selective-gate --copy"``; ``--max-update N`` among a system's
+options trains it N updates instead of --updates (or --continue-updates).
 
 Steps (each through the project's own scripts; logs in WORK/logs/):
   1. the corpus: ``lcsts`` = LCSTS PART_II, train.tsv for training, val.tsv split in file order into
@@ -123,11 +124,24 @@ def copy_raw(source: Path, raw: Path) -> None:
 
 
 def systems(args):
-    """(label, config, extra options, parent or None, updates) in training order."""
-    out = [(label, config, shlex.split(extra), None, args.updates) for label, config, extra in args.variant]
+    """(label, config, extra options, parent or None, updates) in training order.  A system whose options hold
+    ``--max-update N`` trains N updates instead of --updates (or --continue-updates): the tables at paper scale
+    give each system its paper's number (scripts/experiments/paper_scale.py)."""
+    out = [(label, config, *own_updates(extra, args.updates), None) for label, config, extra in args.variant]
     for label, parent, config, extra in args.continuations:
-        out.append((label, config, shlex.split(extra), parent, args.continue_updates))
-    return out
+        out.append((label, config, *own_updates(extra, args.continue_updates), parent))
+    return [(label, config, extra, parent, updates) for label, config, extra, updates, parent in out]
+
+
+def own_updates(extra: str, default: int):
+    """(the options without --max-update N, N) when the options give one, else (the options, ``default``)."""
+    words = shlex.split(extra)
+    if "--max-update" not in words:
+        return words, default
+    at = words.index("--max-update")
+    if at + 1 >= len(words) or not words[at + 1].isdigit():
+        sys.exit(f"compare.py: --max-update needs a number of updates in {extra!r}")
+    return words[:at] + words[at + 2:], int(words[at + 1])
 
 
 def model_dir(exp: Experiment, label: str) -> Path:
@@ -300,7 +314,7 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
     lines = [f"# {args.name}", "", f"Command: `{command}`", "",
              f"Corpus `{args.corpus}`: {counts['train']} training, {counts['valid']} validation, {counts['test']} "
              f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
-             f"Budget: {args.updates} updates per system"
+             f"Budget: {args.updates} updates per system (unless its line below says otherwise)"
              + (f", {args.continue_updates} more for each continued system" if args.continuations else "")
              + f"; threads: {args.threads or 'torch default'}.",
              "ROUGE: official ROUGE-1.5.5 F1 (summ-rouge" + (", characters mapped to ids" if lang == "zh" else "")
@@ -309,9 +323,10 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
              "Novel 2-grams, copied sentences: of the summaries' bigrams and sentences, those not in / found verbatim "
              "in the test source (summ-analyze's definitions, pooled).",
              "", *table(rows, trained), "", "Systems:"]
-    for label, config, extra, parent, _ in systems(args):
+    for label, config, extra, parent, updates in systems(args):
         lines.append(f"- {label}: `" + (f"from {parent}: " if parent else "") + f"-c {config} " + " ".join(extra)
-                     + "`")
+                     + "`" + (f", {updates} updates" if updates != (args.continue_updates if parent else args.updates)
+                              else ""))
     lines += [f"- decoding {label}: `{extra or '(the config GEN_ARGS)'}`" for label, extra in args.decode]
     if args.launcher == "slurm":
         lines += ["", "Run on Slurm (--launcher slurm): train min is fairseq's own training time of the run that "

@@ -3,8 +3,10 @@
 
     python scripts/experiments/dca2018_cnndm.py [--updates 1000] [--rl-updates 300] [--work runs/dca2018_cnndm]
                                                 [--threads 1] [--only LABEL,LABEL...] [--seed N] [--controls]
+                                                [--launcher local|slurm [--partition P --gpus N --time T ...]]
     python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
     python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
+    python scripts/experiments/dca2018_cnndm.py --scale paper --raw DIR | --dry-run   (paper_scale.py's DCA2018)
 
 One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
 test documents; sources of up to 800 tokens, summaries of up to 100; configs/cnndm_small.conf's preprocessing).
@@ -49,6 +51,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paper_scale  # noqa: E402
+import slurm_launcher  # noqa: E402
+
 SIZES = "--encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-hidden-size 128 --decoder-hidden-size 128"
 SINGLE = f"{SIZES} --no-coverage --coverage-lambda 0"
 SEM = "--criterion semantic_cohesion --cohesion-lambda 1"
@@ -84,7 +89,7 @@ def command(args):
     """The compare.py command line of the systems selected by --only and --seed."""
     cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", "dca2018_cnndm",
            "--corpus", "cnndm", "--config", "cnndm_small", "--updates", str(args.updates),
-           "--threads", str(args.threads), "--work", args.work, "--lead", "3"]
+           "--threads", str(args.threads), "--work", args.work, "--lead", "3", *slurm_launcher.passthrough(args)]
     wanted = lambda label: not args.only or label in args.only  # noqa: E731
     controls = [row for row in CONTROLS if (args.controls and not args.only) or (args.only and row[0] in args.only)]
     for label, config, extra in ROWS + controls:
@@ -107,7 +112,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=1000, help="training updates of rows 1-5 and the reference")
     parser.add_argument("--rl-updates", type=int, default=300, help="self-critical updates of row 6")
-    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "dca2018_cnndm")
+    parser.add_argument("--work", type=Path, help="work folder (default runs/dca2018_cnndm)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all)")
@@ -119,7 +124,12 @@ def main():
     parser.add_argument("--archive", type=Path, nargs=2, metavar=("WORK", "DEST"),
                         help="copy what the report reads of WORK (no checkpoints, no data) into DEST, which "
                              "--report then reads as a work folder")
+    paper_scale.add_options(parser)
+    slurm_launcher.add_options(parser)  # passed on to compare.py
     args = parser.parse_args()
+    if args.scale == "paper" or args.dry_run:
+        return paper_scale.run(paper_scale.DCA2018, args)
+    args.work = args.work or ROOT / "runs" / "dca2018_cnndm"
     if args.archive:
         from dca2018_report import archive
 

@@ -176,6 +176,19 @@ def add_options(parser: argparse.ArgumentParser, cpu_scale: bool = True) -> None
                        help="documents per dry-run update (default: the paper's batch)")
 
 
+def table_main(table: Table, doc: str, argv=None) -> None:
+    """The command line of a table script that exists at paper scale only (see2017_table1.py, paulus2017_table.py)."""
+    import slurm_launcher
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, help=f"work folder (default runs/{table.name}_paper, dry run "
+                                                  f"runs/{table.name}_dry_run)")
+    parser.add_argument("--threads", type=int, default=1)
+    add_options(parser, cpu_scale=False)
+    slurm_launcher.add_options(parser)
+    run(table, parser.parse_args(argv))
+
+
 def run(table: Table, args, substitutions: Optional[dict] = None) -> None:
     """--scale paper: the dry run, or the full table through compare.py (``substitutions`` fill the options'
     {placeholders}, e.g. Shi et al.'s {w2v})."""

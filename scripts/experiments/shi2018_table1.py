@@ -3,6 +3,15 @@
 
     python scripts/experiments/shi2018_table1.py [--updates 1200 | --budget-minutes 8] [--rows 1,...,7]
                                                  [--work runs/shi2018]
+    python scripts/experiments/shi2018_table1.py --scale paper --raw DIR --w2v FILE [--launcher slurm ...]
+    python scripts/experiments/shi2018_table1.py --scale paper --dry-run [--dry-run-batch N]
+
+``--scale paper``: the seven rows at the paper's scale (configs/shi2018_lcsts_paper.conf: LCSTS PART_I, jieba
+words, 60k vocabulary, nothing truncated, embeddings 400, encoder 2 x 600, decoder 1200, Adam 1e-3, batches of 2,
+100,000 updates; the rows' options are those of configs/shi2018_lcsts_row*.conf), through compare.py on DIR
+(summ-convert of PART_I, II and III into train, valid and test), the word2vec rows reading --w2v (400-dimensional,
+scripts/train_word2vec.py --dim 400 on that data); compare.py's table (official ROUGE) replaces table1.md.
+``--dry-run`` budgets it (scripts/experiments/paper_scale.py).
 
 Rows (configs/shi2018_lcsts_row*.conf): (1) baseline, (2) + word2vec, (3) + fixed word2vec, (4) normalized,
 (5) normalized + word2vec + NLL, (6) normalized + word2vec + focal loss; and ours, (7) row 6 with the coverage
@@ -33,6 +42,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paper_scale  # noqa: E402
+import slurm_launcher  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
@@ -219,8 +232,18 @@ def main():
     parser.add_argument("--updates", type=int, default=1200, help="updates per row")
     parser.add_argument("--budget-minutes", type=float, help="training time per row, instead of --updates")
     parser.add_argument("--rows", default="1,2,3,4,5,6,7")
-    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "shi2018")
+    parser.add_argument("--work", type=Path, help="work folder (default runs/shi2018; --scale paper: "
+                                                  "runs/shi2018_table1_paper, dry run runs/shi2018_table1_dry_run)")
+    parser.add_argument("--threads", type=int, default=1, help="--scale paper: compare.py's --threads")
+    parser.add_argument("--w2v", type=Path, help="--scale paper: the word2vec file of rows 2, 3, 5, 6 and 7")
+    paper_scale.add_options(parser)
+    slurm_launcher.add_options(parser)
     args = parser.parse_args()
+    if args.scale == "paper" or args.dry_run:
+        if not (args.dry_run or args.w2v):
+            parser.error("--scale paper needs --w2v FILE (rows 2, 3, 5, 6 and 7 start from word2vec)")
+        return paper_scale.run(paper_scale.SHI2018, args, {"w2v": args.w2v})
+    args.work = args.work or ROOT / "runs" / "shi2018"
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"

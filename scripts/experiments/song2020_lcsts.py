@@ -4,6 +4,13 @@
     python scripts/experiments/song2020_lcsts.py [--updates 2000] [--work runs/song2020_lcsts] [--threads 1]
                                                  [--part main|controls|both] [--only LABEL,LABEL...] [--seed N]
                                                  [--launcher local|slurm [--partition P --gpus N --time T ...]]
+    python scripts/experiments/song2020_lcsts.py --scale paper --raw DIR [--launcher slurm ...]
+    python scripts/experiments/song2020_lcsts.py --scale paper --dry-run [--dry-run-batch N]
+
+``--scale paper``: the paper's three rows (full, - selective gate, - global encoding) on NLPCC 2017 TTNews (DIR:
+summ-convert of the release, split) with configs/song2020_ttnews_paper.conf (global_gate_gru_song2020, Adam 1e-3
+halved on plateau, batches of 32; units, lengths and the 20 epochs are chosen there), through compare.py;
+``--dry-run`` budgets it (scripts/experiments/paper_scale.py).
 
 The paper evaluates on TTNews (NLPCC 2017, 50k training pairs), which is not available here; LCSTS PART_II
 (8.7k training pairs, ../shared/data, research use only) is the Chinese news corpus this project has.  Its
@@ -38,6 +45,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,14 +98,19 @@ def compare(name, config, systems, args, lead=None, decodes=("beam",)):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=2000, help="training updates of every system")
-    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "song2020_lcsts")
+    parser.add_argument("--work", type=Path, help="work folder (default runs/song2020_lcsts; --scale paper: "
+                                                  "runs/song2020_ttnews_paper, dry run runs/song2020_ttnews_dry_run)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--part", choices=("main", "controls", "both"), default="both")
     parser.add_argument("--only", type=lambda text: [label for label in text.split(",") if label],
                         help="comma-separated labels of the systems to run (default: all of the part)")
     parser.add_argument("--seed", type=int, default=1, help="training seed of every system (the configs' is 1)")
     slurm_launcher.add_options(parser)  # passed on to compare.py (--launcher slurm: each part submits its jobs)
+    paper_scale.add_options(parser)
     args = parser.parse_args()
+    if args.scale == "paper" or args.dry_run:
+        return paper_scale.run(paper_scale.SONG2020, args)
+    args.work = args.work or ROOT / "runs" / "song2020_lcsts"
     known = {label for label, _, _ in MAIN + CONTROLS}
     unknown = [label for label in args.only or [] if label not in known]
     if unknown:
