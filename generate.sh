@@ -2,7 +2,7 @@
 # Summarize with beam search: a binarized split, or raw text through the same preprocessing.
 #
 #   generate.sh [-c CONFIG [--force-config]] [--split SPLIT | --input FILE|-] [--output FILE]
-#               [--checkpoint NAME] [--score] [--refs FILE] [--no-detok] [--verbose]
+#               [--checkpoint NAME] [--score] [--refs FILE] [--no-detok] [--quantize int8] [--verbose]
 #               DATA_DIR SAVE_DIR [EXTRA fairseq OPTIONS...]
 #   generate.sh -h|--help | --version
 #
@@ -15,6 +15,8 @@
 #                   the source as the model read it (prepared and truncated, restored to text)
 #   --no-detok      write the summaries as ROUGE scores them: the model's tokens (copied words restored)
 #                   separated by spaces, not detokenized English ("the model ( a gru )" for "the model (a gru)")
+#   --quantize int8 decode on the CPU with the decoder's recurrent cells, readout and output layer in int8
+#                   (dynamic quantisation, fairseq_plugins/quantize.py; off by default: see README, "Decoding")
 #   --verbose       fairseq's messages (config dump, hydra notices, warnings) on stderr instead of a log file
 #   -c, --force-config and the options above go anywhere before DATA_DIR.
 # The model's own GEN_ARGS (recorded in SAVE_DIR/config.json when it was trained) set beam, lengths, blocking;
@@ -33,6 +35,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 
 config="" force=0 split="" input="" output="" checkpoint=checkpoint_best.pt score=0 refs="" detok=() VERBOSE=0
+quantize=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -h|--help) print_usage; exit 0 ;;
@@ -46,6 +49,7 @@ while [[ $# -gt 0 ]]; do
         --score) score=1; shift ;;
         --refs) option_value "$@"; refs="$2"; shift 2 ;;
         --no-detok) detok=(--no-detok); shift ;;
+        --quantize) option_value "$@"; quantize="$2"; shift 2 ;;
         --verbose) VERBOSE=1; shift ;;
         --) shift; break ;;
         -*) unknown_option "$1" ;;
@@ -57,6 +61,15 @@ data="$1" save="$2"; shift 2
 [[ "$output" == "-" ]] && output=""
 [[ -n "$split" && -n "$input" ]] && die_input "give --split or --input, not both"
 [[ -n "$split$input" ]] || split=test
+if [[ -n "$quantize" ]]; then
+    [[ "$quantize" == int8 ]] || die_input "--quantize: unknown scheme '$quantize' (int8)"
+    for option in "$@"; do
+        case "$option" in
+            --fp16|--bf16|--memory-efficient-fp16|--memory-efficient-bf16)
+                die_input "--quantize $quantize decodes on the CPU in int8: it does not combine with $option" ;;
+        esac
+    done
+fi
 [[ -f "$save/$checkpoint" ]] || die_input "checkpoint not found: $save/$checkpoint"
 if [[ -f "$save/manifest.json" || -f "$save/MODEL_CARD.md" ]]; then  # a summ-package: checked before use
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.package verify "$save" \
@@ -81,22 +94,27 @@ fairseq_quietly() {
     quietly "$log" "$@" > "$work/fairseq.out"
     [[ -z "$progress" ]] || { kill "$progress"; progress=""; printf '\n' >&2; }
 }
+# fairseq-generate / fairseq-interactive, or with --quantize the same command with the model quantized as it loads
+fairseq_command() {
+    if [[ -z "$quantize" ]]; then "$@"; return; fi
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" python -m fairseq_plugins.quantize "$quantize" "$@"
+}
 common=(--user-dir "$USER_DIR" --task summarization --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
 
 if [[ -n "$split" ]]; then
     [[ -f "$data/bin/$split.src-tgt.src.bin" ]] || die_input "split '$split' not binarized in $data/bin"
     oov="$data/tok/$split.oov"
     [[ -n "$refs" ]] || refs="$data/ref/$split.tgt"
-    step "Generating $split with fairseq-generate"
-    fairseq_quietly fairseq-generate "$data/bin" --gen-subset "$split" "${common[@]}" "$@"
+    step "Generating $split with fairseq-generate${quantize:+ (decoder in $quantize, on the CPU)}"
+    fairseq_quietly fairseq_command fairseq-generate "$data/bin" --gen-subset "$split" "${common[@]}" "$@"
 else
     [[ "$input" == "-" || -f "$input" ]] || die_input "input not found: $input"
     step "Preparing raw input ($input)"
     summ-prepare --apply "$data/prep.json" --input "$input" --out-prefix "$work/input"
     oov="$work/input.oov"
-    step "Generating with fairseq-interactive"
-    fairseq_quietly fairseq-interactive "$data/bin" --input "$work/input.src" --buffer-size 64 --batch-size 32 \
-        "${common[@]}" "$@"
+    step "Generating with fairseq-interactive${quantize:+ (decoder in $quantize, on the CPU)}"
+    fairseq_quietly fairseq_command fairseq-interactive "$data/bin" --input "$work/input.src" --buffer-size 64 \
+        --batch-size 32 "${common[@]}" "$@"
 fi
 
 hyps="${output:-$work/summaries.txt}"

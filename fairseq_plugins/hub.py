@@ -46,6 +46,8 @@ call instead (``LossyInputError``, a ValueError, before anything is generated).
 The model runs on ``from_pretrained``'s ``device`` (default: CUDA when available, else the CPU); every input
 goes to the device the model's parameters are on, so ``summarizer.model.cuda()`` later works too.  Calls from
 several threads are safe: a call touches no process-wide state (no ``warnings.catch_warnings``, no DataLoader).
+``from_pretrained(..., quantize="int8")`` decodes on the CPU with the decoder's large matrices in int8
+(fairseq_plugins/quantize.py: which modules, which library; docs/results/quantize_int8.md: speed and ROUGE).
 
 ``summarize_with_details`` also teacher-forces each generated summary through the model to read, per output
 token, the attention over the source, ``p_gen`` (eq 8) and the coverage vector (eq 10): the input of the
@@ -314,16 +316,24 @@ class Summarizer:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def from_pretrained(cls, model_dir, checkpoint_file: str = "checkpoint_best.pt", data_dir=None, device=None):
+    def from_pretrained(cls, model_dir, checkpoint_file: str = "checkpoint_best.pt", data_dir=None, device=None,
+                        quantize: Optional[str] = None):
         """Load ``model_dir/checkpoint_file`` with the preprocessing settings and dictionary it was trained with,
         onto ``device`` (None: CUDA when available, else the CPU; see :func:`resolve_device`).
+
+        ``quantize="int8"`` stores the decoder's recurrent cells, readout and output matrices as int8 for a
+        faster CPU decoder (fairseq_plugins/quantize.py, ``generate.sh --quantize int8``); it needs the CPU
+        (None: the device defaults to the CPU; another device is a ``quantize.QuantizeError``, a ValueError).
 
         ``prep.json``, the dictionary and ``sp.model`` come from ``model_dir`` (where ``train.sh`` copies them),
         else from ``data_dir`` (``prep.json``, ``bin/dict.src.txt``, ``sp.model``).  ``model_dir`` may be a
         ``summ-package`` directory: it is checked against its manifest first, and a corrupted or incomplete
         package is refused (``package.PackageError``, a ValueError)."""
         fairseq_plugins.register()
-        device = resolve_device(device)  # a bad device fails before the checkpoint is read
+        from fairseq_plugins import quantize as quantization
+
+        quantization.check_quantize(quantize, device)  # a bad scheme or device fails before the checkpoint is read
+        device = resolve_device("cpu" if quantize is not None and device is None else device)
         package.check_if_package(model_dir)
         from fairseq import checkpoint_utils
         from fairseq.data import Dictionary
@@ -378,6 +388,8 @@ class Summarizer:
                 raise ValueError(f"{checkpoint} does not fit the dictionary {dict_path} ({len(dictionary)} "
                                  f"entries): {str(err)[:300]}") from None
             raise
+        if quantize is not None:
+            quantization.quantize_model(models[0], quantize)
         return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab, device=device,
                    generation=recorded_generation(model_dir))
 

@@ -1,6 +1,7 @@
 """The HTTP service (aiohttp) and the ``summ-serve`` command.
 
     summ-serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--checkpoint checkpoint_best.pt] [--device cpu]
+               [--quantize int8]
                [--max-documents 64] [--max-document-chars 100000] [--max-body-bytes 8388608]
                [--max-batch-documents 64] [--max-wait-ms 10] [--max-queue-documents 256] [--drain-timeout 60]
 
@@ -212,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8080, help="0: any free port (the log line names it)")
     parser.add_argument("--checkpoint", default="checkpoint_best.pt")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: CUDA when available)")
+    parser.add_argument("--quantize", choices=["int8"],
+                        help="int8: the decoder's large matrices in int8, on the CPU (fairseq_plugins/quantize.py)")
     limits = Limits()
     parser.add_argument("--max-documents", type=int, default=limits.max_documents, help="per request")
     parser.add_argument("--max-document-chars", type=int, default=limits.max_document_chars,
@@ -251,7 +254,8 @@ def main(argv=None) -> int:
         package.check_if_package(args.model_dir)  # a broken package is refused before torch is even imported
         from fairseq_plugins.hub import Summarizer
 
-        summarizer = Summarizer.from_pretrained(args.model_dir, checkpoint_file=args.checkpoint, device=args.device)
+        summarizer = Summarizer.from_pretrained(args.model_dir, checkpoint_file=args.checkpoint, device=args.device,
+                                                quantize=args.quantize)
     except (FileNotFoundError, ValueError) as err:  # a package refused is a ValueError too
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,160 @@
+"""int8 dynamic quantisation of a summarization decoder's large matrices, for decoding on a CPU (issue 22).
+
+    generate.sh --quantize int8 ...                         (fairseq-generate / -interactive through ``main``)
+    Summarizer.from_pretrained(model_dir, quantize="int8")  (fairseq_plugins/hub.py)
+    summ-serve MODEL_DIR --quantize int8                    (fairseq_plugins/serve/app.py)
+
+All three call :func:`quantize_model`.  "Dynamic" int8: the weights of the chosen modules are stored as int8
+(one scale per matrix); each call quantizes its input on the fly, multiplies in int8 with int32 accumulation
+(fbgemm / oneDNN on x86) and returns float32.  Nothing is calibrated and the checkpoint is not changed.
+
+Which library.  ``torch.ao.quantization.quantize_dynamic``, which is part of torch itself (no new dependency),
+still present in torch 2.13.0 although marked deprecated (its DeprecationWarning points to torchao; it is
+silenced here).  torchao (0.18.0, the newest on PyPI, imports with torch 2.13.0) was measured and not chosen:
+on this CPU its eager int8 configurations run the decoder's output layer (25 x 512 by 512 x 20000, one thread)
+several times slower than float32 -- Int8DynamicActivationInt8WeightConfig 6.9x, Int8WeightOnlyConfig 2.3x,
+Int8DynamicActivationIntxWeightConfig 4.7x slower -- where ``quantize_dynamic``'s int8 Linear is 5.6x faster
+(docs/results/quantize_int8.md); torchao's fast CPU paths need torch.compile, and it has no LSTM, LSTMCell or
+GRUCell quantisation at all, while these decoders' recurrent cells are half of their per-step work.
+
+Which modules.  Not the whole decoder: some of our modules read the ``.weight`` of their submodules directly
+(the additive attentions' ``v.weight`` in fused score kernels, tied output layers that multiply by the
+embedding matrix, Paulus et al.'s shared projection tanh(W_emb W_proj)), and a quantized module has no float
+``.weight``.  So each decoder class has an explicit plan (:data:`PLANS`): its recurrent cells and the matrices
+of its readout and output layer, the per-step work of beam search.  A planned module is quantized only when it
+is exactly an ``nn.Linear``, ``nn.LSTM``, ``nn.LSTMCell`` or ``nn.GRUCell``: a tied output layer
+(``--share-decoder-input-output-embed``, ``--shared-output-projection``) has no ``output_projection`` Linear
+and stays float, as do the embeddings, the attentions, the copy switch (one output row), the initial-state
+projections (once per document) and the encoder (once per document).
+"""
+import argparse
+import importlib
+import logging
+import sys
+import warnings
+from typing import Dict, List, Sequence
+
+import torch
+import torch.nn as nn
+
+CHOICES = ("int8",)
+# Per decoder class: the submodules (names relative to the decoder) to quantize, when present.  A ModuleList
+# (pgn_lstm's stacked LSTM cells) stands for its members.
+PLANS: Dict[str, Sequence[str]] = {
+    # pgn_lstm: LSTM cells (See / Luong readouts, input feeding) or one nn.LSTM (Paulus preset); See's V
+    # (eq 4) or Luong's W_c (Shi et al. eq 3); the output layer V' / W_vocab / W_out when it is not tied
+    "PGNDecoder": ("layers", "lstm", "readout.pre_output", "readout.attentional", "output_projection"),
+    # global_gate_gru: the GRU cell (eq 11), the readout W_r (eq 19) and W_o (eq 17)
+    "GlobalGateDecoder": ("cell", "readout", "output_projection"),
+    # dca_lstm: the decoder LSTM, V (~eqs 12-13) and V'
+    "DCADecoder": ("lstm", "pre_output", "output_projection"),
+}
+QUANTIZABLE = (nn.Linear, nn.LSTM, nn.LSTMCell, nn.GRUCell)  # exact types: quantize_dynamic's own mapping
+
+logger = logging.getLogger(__name__)
+
+
+class QuantizeError(ValueError):
+    """A quantisation that cannot be done: an unknown scheme, a device other than the CPU, a decoder without a
+    plan."""
+
+
+def check_quantize(quantize, device=None) -> None:
+    """A QuantizeError unless ``quantize`` is None or one of :data:`CHOICES` and ``device`` (a torch.device, a
+    string or None) is the CPU: the int8 kernels are CPU kernels."""
+    if quantize is None:
+        return
+    if quantize not in CHOICES:
+        raise QuantizeError(f"unknown quantize {quantize!r} (choose from {', '.join(CHOICES)}, or none)")
+    if device is not None and str(device).split(":")[0] != "cpu":  # "cuda", "cuda:1", torch.device("cuda")
+        raise QuantizeError(f"quantize {quantize!r} decodes on the CPU only, not on {str(device)!r} "
+                            f"(its int8 kernels are CPU kernels): use device 'cpu'")
+    engines = torch.backends.quantized.supported_engines
+    if not any(engine in engines for engine in ("x86", "fbgemm", "onednn", "qnnpack")):
+        raise QuantizeError(f"this torch has no int8 CPU engine (supported: {engines})")
+
+
+def plan(model: nn.Module) -> List[str]:
+    """Names (relative to ``model``) of the modules :func:`quantize_model` turns into int8 ones, in order."""
+    decoder = model.decoder
+    names = PLANS.get(type(decoder).__name__)
+    if names is None:
+        raise QuantizeError(f"no int8 plan for the decoder {type(decoder).__name__} (known: {', '.join(PLANS)})")
+    chosen = []
+    for name in names:
+        module = _submodule(decoder, name)
+        members = list(module.named_children()) if isinstance(module, nn.ModuleList) else [("", module)]
+        chosen += [f"decoder.{name}" + (f".{child}" if child else "") for child, member in members
+                   if type(member) in QUANTIZABLE]
+    return chosen
+
+
+def _submodule(module: nn.Module, dotted: str):
+    """The submodule at ``dotted`` (e.g. "readout.pre_output"), or None."""
+    for part in dotted.split("."):
+        module = getattr(module, part, None)
+        if not isinstance(module, nn.Module):
+            return None
+    return module
+
+
+def quantize_model(model: nn.Module, quantize: str = "int8") -> List[str]:
+    """Quantize ``model``'s planned decoder modules to dynamic int8, in place (the model is put in eval mode and
+    must be on the CPU).  Returns the names of the quantized modules."""
+    check_quantize(quantize, next(model.parameters()).device)
+    names = plan(model)
+    from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
+
+    model.eval()
+    with warnings.catch_warnings():  # load time only: torch.ao's deprecation notices, not a decoding call's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
+        quantize_dynamic(model, {name: default_dynamic_qconfig for name in names}, dtype=torch.qint8, inplace=True)
+    return names
+
+
+def quantized_modules(model: nn.Module) -> List[str]:
+    """Names of ``model``'s modules that hold int8 weights (torch's dynamic quantized modules)."""
+    from torch.ao.nn.quantized import dynamic
+
+    int8 = (dynamic.Linear, dynamic.LSTM, dynamic.LSTMCell, dynamic.GRUCell)
+    return [name for name, module in model.named_modules() if isinstance(module, int8)]
+
+
+# ---------------------------------------------------------------------------------------------- fairseq CLIs
+COMMANDS = {"fairseq-generate": "fairseq_cli.generate", "fairseq-interactive": "fairseq_cli.interactive"}
+
+
+def _quantizing(load, quantize: str):
+    """``checkpoint_utils.load_model_ensemble`` (``load``) with each loaded model quantized."""
+    def load_and_quantize(*args, **kwargs):
+        models, cfg = load(*args, **kwargs)
+        for model in models:
+            logger.info("decoder modules in %s: %s", quantize, ", ".join(quantize_model(model, quantize)))
+        return models, cfg
+    return load_and_quantize
+
+
+def main(argv=None) -> int:
+    """``python -m fairseq_plugins.quantize int8 fairseq-generate|fairseq-interactive ARGS...``: the fairseq
+    command, on the CPU, with the model quantized as it is loaded (generate.sh --quantize int8)."""
+    parser = argparse.ArgumentParser(prog="python -m fairseq_plugins.quantize", description=main.__doc__)
+    parser.add_argument("quantize", choices=CHOICES)
+    parser.add_argument("command", choices=sorted(COMMANDS))
+    args, rest = parser.parse_known_args(argv)
+    fp = [option for option in rest if option in ("--fp16", "--bf16", "--memory-efficient-fp16")]
+    if fp:
+        parser.error(f"--quantize {args.quantize} does not combine with {' '.join(fp)} (int8 on the CPU)")
+    from fairseq import checkpoint_utils
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()  # imported before fairseq: --user-dir finds it imported already
+    checkpoint_utils.load_model_ensemble = _quantizing(checkpoint_utils.load_model_ensemble, args.quantize)
+    sys.argv = [args.command, *rest, "--cpu"]
+    importlib.import_module(COMMANDS[args.command]).cli_main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
