@@ -204,3 +204,23 @@ def test_generate_sh_hub_and_server_agree_in_int8(trained, tmp_path):
         assert server.summaries(documents, beam=3, max_len_b=20) == expected
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------------------------- the benchmark
+@pytest.mark.parametrize("argv, message", [
+    (["--models", "none"], "--models none needs --quantize int8 --quantize-checkpoint FILE"),
+    (["--quantize-checkpoint", "x.pt"], "--quantize-checkpoint needs --quantize int8"),
+    (["--quantize", "int8", "--models", "lstm"], "--quantize needs the pgn_lstm row"),
+    (["--quantize", "int4"], "invalid choice: 'int4'"),
+    (["--quantize", "int8", "--quantize-checkpoint", "no-such.pt", "--models", "none"],
+     "--quantize-checkpoint: no file no-such.pt"),
+])
+def test_throughput_quantize_options_are_checked(root, capsys, argv, message):
+    import sys
+
+    sys.path.insert(0, str(root / "scripts" / "bench"))
+    import throughput
+
+    with pytest.raises(SystemExit) as exit_:
+        throughput.parse_args(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

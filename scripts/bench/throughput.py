@@ -30,7 +30,7 @@ toolkit runs with no data-loader worker process.  On a GPU this is host memory o
     python scripts/bench/throughput.py [--updates 60] [--max-tokens 4000] [--decode-sentences 200]
         [--beam 5] [--max-len-b 40] [--lengths fixed,own | --min-len N] [--block-ngram-repeat 3]
         [--batch-size 32] [--repeats N] [--peers onmt] [--onmt-hidden 512|256] [--all-models | --models A,B]
-        [--rl [--rl-batches 10] [--rl-checkpoint FILE]]
+        [--rl [--rl-batches 10] [--rl-checkpoint FILE]] [--quantize int8 [--quantize-checkpoint FILE]]
         [--device auto|cpu|cuda] [--work runs/bench] [--data-bin DIR] [--decode-subset SPLIT] [--json FILE]
 
 --repeats N trains and decodes every model N times, the models taking turns, and reports medians (a single
@@ -59,6 +59,15 @@ step) and issue 21's target: an RL update costs at most 2 x an ML update.  RL sa
 tokens; a checkpoint of a few dozen updates samples longer summaries than a trained one, so --rl-checkpoint with
 a trained model gives the realistic figure.  It is a flag of its own, not part of --all-models: it is no model
 row (in-process, another measurement, other columns), runs on the CPU only, and needs pgn_lstm's checkpoint.
+
+--quantize int8 adds the int8 rows (issue 22), measured after the other rows: pgn_lstm's checkpoint (the
+pgn_lstm row's checkpoint_last.pt, or --quantize-checkpoint, e.g. a model trained with configs/lcsts_char.conf on
+the --data-bin it was trained on) decodes the same sentences with fp32 and with ``generate.sh --quantize int8``'s
+command (``python -m fairseq_plugins.quantize int8 fairseq-generate``), taking turns, --repeats rounds, the same
+beam, lengths, batch size and threads, on the CPU.  It prints both sentences/s (medians), their ratio against
+issue 22's target (int8 at least 1.4 x fp32), the share of identical hypotheses and both peak memories.  With
+--quantize-checkpoint, ``--models none`` skips the training rows.  ROUGE of both: ``generate.sh --score`` and
+``generate.sh --score --quantize int8`` (docs/results/quantize_int8.md).
 
 Default data: LCSTS PART_II from ../shared/data (Chinese characters; research use only, so it is read from
 there and never shipped), prepared once into WORK/lcsts_char with the project's pipeline; its valid split is
@@ -115,12 +124,14 @@ TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
 ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
 PAULUS_TARGET = 0.8  # issue 10: training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
+QUANTIZE_TARGET = 1.4  # issue 22: beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
 RL_ML_ARGS = ["--focal-alpha", "1", "--focal-gamma", "0"]
 LENGTHS = {"fixed": "fixed length", "own": "the models' own lengths"}
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s "
                         r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")
 HYPOTHESIS = re.compile(r"^H-\d+\t\S+\t(.*)$", re.M)
+NUMBERED_HYPOTHESIS = re.compile(r"^H-(\d+)\t\S+\t(.*)$", re.M)
 
 
 def fail(message: str):
@@ -222,14 +233,15 @@ def blocking_flags(name: str, n: int) -> list:
     return ["--no-repeat-ngram-size", n] if name in STOCK else ["--block-ngram-repeat", n]
 
 
-def fairseq_decode_command(name: str, args, subset_dir: Path, save_dir: Path, min_len: int, block: int) -> list:
+def fairseq_decode_command(name: str, args, subset_dir: Path, save_dir: Path, min_len: int, block: int,
+                           checkpoint: Path = None) -> list:
     """fairseq-generate for one decode row (hypotheses printed: their trigrams are counted; printing is not
-    inside the timed search).  The stock ``lstm`` runs fairseq's translation task (batch-size multiple 1, so
-    that no sentence is dropped)."""
+    inside the timed search), of ``checkpoint`` (default: SAVE_DIR/checkpoint_last.pt).  The stock ``lstm``
+    runs fairseq's translation task (batch-size multiple 1, so that no sentence is dropped)."""
     task = (["--task", "translation", "-s", "src", "-t", "tgt", "--required-batch-size-multiple", "1"]
             if name in STOCK else ["--task", "summarization"])
     return ["fairseq-generate", subset_dir, "--user-dir", ROOT / "fairseq_plugins", *task,
-            "--path", save_dir / "checkpoint_last.pt", "--gen-subset", "test", "--beam", args.beam,
+            "--path", checkpoint or save_dir / "checkpoint_last.pt", "--gen-subset", "test", "--beam", args.beam,
             "--max-len-a", "0", "--max-len-b", args.max_len_b, "--min-len", min_len,
             "--batch-size", args.batch_size, "--num-workers", "0", *blocking_flags(name, block),
             *device_flags(args.device)]
@@ -345,6 +357,74 @@ def measure_rl(args, bin_dir: Path) -> dict:
           flush=True)
     result = compare_update_speed(**call)
     return dict(result, checkpoint=str(call["checkpoint"]), max_len_b=args.max_len_b)
+
+
+# ---------------------------------------------------------------------------------------------- int8 rows
+def quantize_checkpoint(args) -> Path:
+    return args.quantize_checkpoint or args.work / "models" / REFERENCE / "checkpoint_last.pt"
+
+
+def hypotheses_by_id(output: str) -> dict:
+    return {int(i): text for i, text in NUMBERED_HYPOTHESIS.findall(output)}
+
+
+def measure_quantize(args, subset_dir: Path) -> dict:
+    """The int8 rows (issue 22): the checkpoint decoded in fp32 and in int8 (fairseq_plugins/quantize.py), taking
+    turns, --repeats rounds per length mode.  Per mode: each scheme's median sentences/s and its runs, peak MB,
+    mean hypothesis length, and the percentage of sentences whose int8 hypothesis equals the fp32 one."""
+    checkpoint = quantize_checkpoint(args)
+    if not checkpoint.is_file():
+        fail(f"--quantize: no checkpoint {checkpoint}")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    logs = args.work / "quantize"
+    logs.mkdir(parents=True, exist_ok=True)
+    schemes = ("fp32", args.quantize)
+    modes = {}
+    for mode, min_len in args.modes.items():
+        runs = {scheme: [] for scheme in schemes}
+        hypotheses = {}
+        for round_ in range(args.repeats):  # fp32 and int8 in turns: a drifting machine affects both alike
+            for scheme in schemes:
+                cmd = fairseq_decode_command(REFERENCE, args, subset_dir, checkpoint.parent, min_len, 0, checkpoint)
+                if scheme != "fp32":
+                    cmd = ["python", "-m", "fairseq_plugins.quantize", scheme, *cmd]
+                output, _, peak_mb = run_measured(cmd, logs / f"{mode}_{scheme}_{round_}.log")
+                runs[scheme].append(dict(parse_generate(scheme, output), decode_peak_mb=peak_mb))
+                hypotheses[scheme] = hypotheses_by_id(output)
+        same = sum(hypotheses["fp32"].get(i) == text for i, text in hypotheses[args.quantize].items())
+        modes[mode] = {scheme: dict(median_decode(scheme_runs), sent_per_s_runs=[
+            r["decode_sent_per_s"] for r in scheme_runs]) for scheme, scheme_runs in runs.items()}
+        modes[mode]["same_hypotheses_percent"] = 100.0 * same / max(len(hypotheses["fp32"]), 1)
+        modes[mode]["ratio"] = (modes[mode][args.quantize]["decode_sent_per_s"]
+                                / modes[mode]["fp32"]["decode_sent_per_s"])
+    return {"checkpoint": str(checkpoint), "scheme": args.quantize, "modes": modes}
+
+
+def median_decode(runs: list) -> dict:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def quantize_lines(quantized: dict, args, split: str, sentences: int) -> list:
+    """The int8 rows of the report: per length mode, fp32 and int8 side by side, and issue 22's target."""
+    scheme = quantized["scheme"]
+    lines = ["", f"int8 decoder (--quantize {scheme}): {quantized['checkpoint']}, the first {sentences} sentences of "
+                 f"{split}, beam {args.beam}, --max-len-b {args.max_len_b}, --batch-size {args.batch_size}, on the "
+                 f"CPU; fp32 and {scheme} in turns, medians of {args.repeats} round(s)",
+             f"{'lengths':<36} {'fp32 sent/s':>12} {scheme + ' sent/s':>12} {scheme + ' / fp32':>12} "
+             f"{'same hyps %':>12} {'hyp len fp32':>13} {scheme:>5} {'peak MB fp32':>13} {scheme:>6}"]
+    for mode, figures in quantized["modes"].items():
+        fp32, q = figures["fp32"], figures[scheme]
+        lines.append(f"{LENGTHS[mode] + f' (--min-len {args.modes[mode]})':<36} {fp32['decode_sent_per_s']:>12.2f} "
+                     f"{q['decode_sent_per_s']:>12.2f} {figures['ratio']:>12.2f} "
+                     f"{figures['same_hypotheses_percent']:>12.1f} {fp32['hyp_len']:>13.1f} {q['hyp_len']:>5.1f} "
+                     f"{fp32['decode_peak_mb']:>13.1f} {q['decode_peak_mb']:>6.1f}")
+    for mode, figures in quantized["modes"].items():
+        lines.append(f"{mode}: sent/s per round, fp32 "
+                     + ", ".join(f"{x:.2f}" for x in figures["fp32"]["sent_per_s_runs"])
+                     + f"; {scheme} " + ", ".join(f"{x:.2f}" for x in figures[scheme]["sent_per_s_runs"]))
+    lines += [ratio_line(f"ratio {scheme} / fp32, beam-{args.beam} decode sentences/s, {mode}", figures["ratio"],
+                         QUANTIZE_TARGET) for mode, figures in quantized["modes"].items()]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------- FLOPs
@@ -609,7 +689,8 @@ def parse_args(argv=None):
                         help="also pgn_lstm with See et al.'s attention size 512 (pgn_lstm_a512), Paulus et al.'s "
                              "model (pgn_lstm_paulus2017) and deep communicating agents (dca_lstm)")
     parser.add_argument("--models", help=f"the fairseq rows to run instead, comma-separated, from {', '.join(MODELS)} "
-                                         f"(default: lstm,pgn_lstm, and --all-models' rows)")
+                                         f"(default: lstm,pgn_lstm, and --all-models' rows; none: no training "
+                                         f"rows, with --quantize-checkpoint)")
     parser.add_argument("--rl", action="store_true",
                         help="also the RL row: one self_critical_rouge update against one ML update of pgn_lstm, "
                              "from this run's pgn_lstm checkpoint (reward_speed.compare_update_speed)")
@@ -617,6 +698,11 @@ def parse_args(argv=None):
     parser.add_argument("--rl-checkpoint", type=Path,
                         help="--rl: start from this pgn_lstm checkpoint (trained at the benchmark's sizes on the same "
                              "data) instead of the pgn_lstm row's checkpoint_last.pt")
+    parser.add_argument("--quantize", choices=["int8"],
+                        help="also the int8 rows: pgn_lstm's checkpoint decoded in fp32 and int8 in turns (issue 22)")
+    parser.add_argument("--quantize-checkpoint", type=Path,
+                        help="--quantize: decode this pgn_lstm checkpoint (trained on the data given by --data-bin) "
+                             "instead of the pgn_lstm row's checkpoint_last.pt")
     parser.add_argument("--peers", default="", help="peer toolkits to add: onmt (OpenNMT-py 3.5.1)")
     parser.add_argument("--onmt-hidden", type=int, choices=[512, 256], default=512,
                         help="OpenNMT-py decoder size: 512 (encoder 2 x 256, as ours) or 256 (encoder 2 x 128)")
@@ -636,7 +722,11 @@ def parse_args(argv=None):
     except ValueError:
         parser.error(f"--peak-sizes must be integers, got {args.peak_sizes!r}")
     args.modes = decode_modes(args)
-    if args.models is not None:
+    if args.models == "none":  # no training rows: the --quantize rows of a given checkpoint only
+        if args.quantize_checkpoint is None:
+            parser.error("--models none needs --quantize int8 --quantize-checkpoint FILE (nothing else to measure)")
+        args.models = []
+    elif args.models is not None:
         args.models = [m.strip() for m in args.models.split(",") if m.strip()]
         unknown = [m for m in args.models if m not in MODELS]
         if unknown or not args.models:
@@ -649,6 +739,12 @@ def parse_args(argv=None):
         parser.error(f"--rl-checkpoint: no file {args.rl_checkpoint}")
     if args.rl_batches < 1:
         parser.error("--rl-batches must be >= 1")
+    if args.quantize_checkpoint is not None and args.quantize is None:
+        parser.error("--quantize-checkpoint needs --quantize int8")
+    if args.quantize and args.quantize_checkpoint is None and REFERENCE not in args.models:
+        parser.error(f"--quantize needs the {REFERENCE} row (its checkpoint) or --quantize-checkpoint")
+    if args.quantize_checkpoint is not None and not args.quantize_checkpoint.is_file():
+        parser.error(f"--quantize-checkpoint: no file {args.quantize_checkpoint}")
     return args
 
 
@@ -706,19 +802,31 @@ def main(argv=None):
         notes.append(f"RL row skipped: it runs on the CPU only (reward_speed.compare_update_speed), not {args.device}")
     elif args.rl:
         rl = measure_rl(args, bin_dir)
+    quantized = None
+    if args.quantize and args.device != "cpu":
+        notes.append(f"int8 rows skipped: the int8 decoder runs on the CPU only, not {args.device}")
+    elif args.quantize:
+        quantized = measure_quantize(args, subset_dir)
     machine["peak_after"], _, _ = matmul_peak(args.peak_sizes, device=args.device)
     machine["peak_gflops"] = max(machine["peak_before"], machine["peak_after"])
-    counts = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
-    pairs = dataset_lengths(bin_dir)
-    add_utilisation(results, counts, pairs, batch_count(pairs, args.max_tokens), machine["peak_gflops"])
+    if results:
+        counts = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
+        pairs = dataset_lengths(bin_dir)
+        add_utilisation(results, counts, pairs, batch_count(pairs, args.max_tokens), machine["peak_gflops"])
     print()
-    print(report(results, args, bin_dir, split, sentences, machine, notes, rl))
+    if results:
+        print(report(results, args, bin_dir, split, sentences, machine, notes, rl))
+    else:  # --models none: the machine and the int8 rows only
+        print("\n".join([machine["description"], f"data {bin_dir}", *notes]))
+    if quantized:
+        print("\n".join(quantize_lines(quantized, args, split, sentences)))
     if args.json:
         args.json.write_text(json.dumps({
             "device": args.device, "machine": machine, "updates": args.updates, "max_tokens": args.max_tokens,
             "decode_split": split, "decode_sentences": sentences, "beam": args.beam, "max_len_b": args.max_len_b,
             "modes": args.modes, "block_ngram_repeat": args.block_ngram_repeat, "batch_size": args.batch_size,
             "repeats": args.repeats, "onmt_hidden": args.onmt_hidden, "notes": notes, "models": results, "rl": rl,
+            "quantize": quantized,
         }, indent=2) + "\n")
 
 
