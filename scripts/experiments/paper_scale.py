@@ -25,7 +25,10 @@ the paper's size, the fillers never occur).  Per system, in its own process (a f
                   slice's on average (after the data config's truncation), times the paper's updates: the
                   analytic work of the whole run (self-critical rows: flops.self_critical_update_flops, samples as
                   long as the references).
-The table goes to stdout, WORK/dry_run.md and WORK/dry_run.json (exact figures).
+A process whose resident size passes --dry-run-memory-limit (default 8 GiB) is stopped: its row keeps its
+parameters and FLOPs and says "stopped over N" (the machine is shared; a model that needs more at the dry run's
+batch needs far more at the paper's).  The table goes to stdout, WORK/dry_run.md and WORK/dry_run.json (exact
+figures).
 """
 import argparse
 import gzip
@@ -34,6 +37,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +52,7 @@ from lib import CNNDM, LCSTS, ROOT, Experiment, read_lines, write_lines  # noqa:
 DRY_RUN_UPDATES = 3
 SLICE_TRAIN, SLICE_HELD_OUT = 200, 5  # documents of the dry run's slice (train; valid and test each)
 FILLER = "paper_vocab_filler_{}"  # padding words of the dry run's dictionary (never in the data)
+MEMORY_LIMIT_MIB = 8192  # a dry-run process past this is stopped: the machine is shared (24 GiB here)
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,11 @@ SEE2017 = Table(
 PAULUS_RL = "--rl-gamma 0.9984"
 PAULUS2017 = Table(
     name="paulus2017_table", release="CNN/DailyMail story files: summ-convert story, then summ-convert split",
-    data_config="paulus2017_cnndm", batch=50, slice="cnndm",
+    data_config="paulus2017_cnndm_paper", batch=50, slice="cnndm",
     systems=(
         # Updates chosen (the notes at hand give none): 75,000 ML updates are 13 epochs of 287k documents at
         # batch 50, See et al.'s pointer-generator's 12.8 epochs; 25,000 updates for each RL phase.
-        System("ML_intra-attention", "paulus2017_cnndm", "", 75_000),
+        System("ML_intra-attention", "paulus2017_cnndm_paper", "", 75_000),
         System("ML+RL", "paulus2017_cnndm_rl_paper", PAULUS_RL, 25_000, parent="ML_intra-attention"),
         System("RL", "paulus2017_cnndm_rl_paper", "--rl-gamma 1", 25_000, parent="ML_intra-attention"),
     ),
@@ -144,7 +149,7 @@ DCA2018 = Table(
     data_config="dca2018_cnndm_paper", batch=16, slice="cnndm",
     systems=(
         # 230,000 updates (See et al.'s, chosen: the paper's appendix was not available); RL 25,000 (chosen)
-        System("1:single_mle", "dca2018_cnndm_paper", f"{DCA_SINGLE} --criterion focal_copy_coverage", 230_000),
+        System("1:single_mle", "dca2018_cnndm_paper", f"{DCA_SINGLE} --cohesion-lambda 0", 230_000),  # MLE alone
         System("2:single_sem", "dca2018_cnndm_paper", DCA_SINGLE, 230_000),
         System("3:agents_no_comm", "dca2018_cnndm_paper", "--no-communication --no-contextual-agent-attention",
                230_000),
@@ -174,6 +179,9 @@ def add_options(parser: argparse.ArgumentParser, cpu_scale: bool = True) -> None
                             "parameters, memory, s/update here and the whole run's FLOPs")
     group.add_argument("--dry-run-batch", type=int, metavar="N",
                        help="documents per dry-run update (default: the paper's batch)")
+    group.add_argument("--dry-run-memory-limit", type=float, default=MEMORY_LIMIT_MIB, metavar="MiB",
+                       help="stop a system whose dry-run process passes this resident size (default %(default)s): "
+                            "its row keeps parameters and FLOPs and says so")
 
 
 def table_main(table: Table, doc: str, argv=None) -> None:
@@ -194,7 +202,7 @@ def run(table: Table, args, substitutions: Optional[dict] = None) -> None:
     {placeholders}, e.g. Shi et al.'s {w2v})."""
     if args.dry_run:
         return dry_run(table, args.work if args.work else ROOT / "runs" / f"{table.name}_dry_run",
-                       args.dry_run_batch, getattr(args, "threads", 1))
+                       args.dry_run_batch, getattr(args, "threads", 1), args.dry_run_memory_limit)
     if not args.raw:
         sys.exit(f"{table.name}: --scale paper needs --raw DIR ({table.release}) or --dry-run")
     cmd = compare_command(table, args, substitutions or {})
@@ -229,7 +237,8 @@ def compare_command(table: Table, args, substitutions: dict) -> list:
 
 
 # ----------------------------------------------------------------------------------------------- the dry run
-def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1) -> List[dict]:
+def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1,
+            limit_mib: float = None) -> List[dict]:
     exp = Experiment(f"{table.name} dry run", work, threads or 1)
     batch = batch or table.batch
     data = prepare_slice(exp, table)
@@ -239,7 +248,7 @@ def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1) ->
         specs.append({"system": system.label, "config": system.config, "options": shlex.join(options),
                       "data_bin": str(data / "bin"), "train_args": config_array(system.config, "TRAIN_ARGS") + options,
                       "batch": batch, "paper_batch": table.batch, "paper_updates": system.updates})
-    rows = measure(exp, specs)
+    rows = measure(exp, specs, limit_mib or MEMORY_LIMIT_MIB)
     write_report(exp, table, rows, batch)
     return rows
 
@@ -271,7 +280,7 @@ def write_slice(exp: Experiment, raw: Path, corpus: str) -> None:
         with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
             docs = [json.loads(line) for _, line in zip(range(total), handle)]
         src = [" ".join(doc["article"].split()) for doc in docs]
-        tgt = [" <q> ".join(" ".join(s.split()) for s in doc["reference"]) for doc in docs]
+        tgt = [" ".join(" ".join(s.split()) for s in doc["reference"]) for doc in docs]  # as summ-convert story
     else:
         if not LCSTS.is_dir():
             exp.fail(f"{LCSTS} not found (needs ../shared/data beside the repository)")
@@ -308,11 +317,12 @@ def config_array(config: str, name: str) -> List[str]:
     return [word.decode("utf-8") for word in result.stdout.split(b"\0")[:-1]]
 
 
-def measure(exp: Experiment, specs: List[dict]) -> List[dict]:
+def measure(exp: Experiment, specs: List[dict], limit_mib: float) -> List[dict]:
     """Runs the worker (this file with --worker) on the systems' specs; their rows (spec + figures)."""
     spec_file, result_file = exp.work / "dry_run_specs.json", exp.work / "dry_run_results.json"
     spec_file.write_text(json.dumps(specs, indent=1), encoding="utf-8")
-    exp.run([sys.executable, Path(__file__).resolve(), "--worker", spec_file, result_file], "dry_run_worker.log")
+    exp.run([sys.executable, Path(__file__).resolve(), "--worker", spec_file, result_file, "--dry-run-memory-limit",
+             limit_mib], "dry_run_worker.log")
     results = json.loads(result_file.read_text(encoding="utf-8"))
     return [{key: spec[key] for key in ("system", "config", "options")} | result
             for spec, result in zip(specs, results)]
@@ -372,28 +382,55 @@ def update_flops(args, task, spec: dict) -> float:
     return flops.ml_update_flops(count, pairs, spec["paper_batch"])
 
 
-def figures(spec: dict) -> dict:
-    """One system: build, 3 updates at spec's batch; its figures but the peak RSS."""
+def figures(spec: dict, part: Path) -> None:
+    """One system: build (parameters and FLOPs written to ``part`` at once, so they survive a stop for memory),
+    then 3 updates at spec's batch (their seconds added to ``part``)."""
     args, task, model, trainer = build(spec)
+    per_update = update_flops(args, task, spec)
+    result = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "vocabulary": len(task.target_dictionary), "batch": spec["batch"], "paper_batch": spec["paper_batch"],
+        "paper_updates": spec["paper_updates"], "flops_per_update": per_update,
+        "flops_total": per_update * spec["paper_updates"],
+    }
+    part.write_text(json.dumps(result), encoding="utf-8")
     seconds = []
     for batch in full_batches(trainer, spec["batch"], DRY_RUN_UPDATES):
         start = time.perf_counter()
         trainer.train_step([batch])
         seconds.append(time.perf_counter() - start)
-    per_update = update_flops(args, task, spec)
-    return {
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "vocabulary": len(task.target_dictionary), "batch": spec["batch"], "paper_batch": spec["paper_batch"],
-        "seconds": seconds, "seconds_per_update": sum(seconds[1:]) / len(seconds[1:]),
-        "paper_updates": spec["paper_updates"], "flops_per_update": per_update,
-        "flops_total": per_update * spec["paper_updates"],
-    }
+    result.update(seconds=seconds, seconds_per_update=sum(seconds[1:]) / len(seconds[1:]))
+    part.write_text(json.dumps(result), encoding="utf-8")
 
 
-def worker(spec_file: Path, result_file: Path) -> None:
+def rss_of(pid: int) -> float:
+    """Another process's resident set now (VmRSS), MiB; 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    return next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0.0)
+
+
+def watch(pid: int, limit_mib: float):
+    """Waits for the child ``pid``; kills it when its RSS passes ``limit_mib`` (a model that would take the
+    machine's memory).  (exit status, rusage, True if it was stopped for memory)."""
+    stopped = False
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            return status, usage, stopped
+        if not stopped and rss_of(pid) > limit_mib:
+            os.kill(pid, signal.SIGKILL)
+            stopped = True
+        time.sleep(0.1)
+
+
+def worker(spec_file: Path, result_file: Path, limit_mib: float) -> None:
     """Every system of spec_file in a child forked after torch and fairseq are imported (paid once): the child's
-    peak RSS (wait4) is that system's alone, the imports' pages included ("at start")."""
+    peak RSS (wait4) is that system's alone, the imports' pages included ("at start").  A child whose RSS passes
+    ``limit_mib`` is stopped; its row keeps parameters and FLOPs and says so."""
     import fairseq.trainer  # noqa: F401
     import torch  # noqa: F401
 
@@ -403,19 +440,21 @@ def worker(spec_file: Path, result_file: Path) -> None:
     results = []
     for k, spec in enumerate(json.loads(spec_file.read_text(encoding="utf-8"))):
         part = result_file.with_suffix(f".{k}.json")
+        part.unlink(missing_ok=True)
         pid = os.fork()
         if pid == 0:  # the child: one system, then out without running the parent's exit handlers
             try:
-                part.write_text(json.dumps(figures(spec)), encoding="utf-8")
+                figures(spec, part)
                 os._exit(0)
             except BaseException:  # noqa: B036 (SystemExit too: the message must reach the log)
                 traceback.print_exc()
                 os._exit(1)
-        _, status, usage = os.wait4(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        status, usage, stopped = watch(pid, limit_mib)
+        if not part.is_file() or (os.waitstatus_to_exitcode(status) != 0 and not stopped):
             sys.exit(f"paper_scale: the dry run of {spec['system']} failed (its traceback is above)")
-        results.append(json.loads(part.read_text(encoding="utf-8"))
-                       | {"peak_rss_mib": usage.ru_maxrss / 1024, "rss_at_start_mib": at_start})
+        result = json.loads(part.read_text(encoding="utf-8"))
+        results.append(result | {"peak_rss_mib": usage.ru_maxrss / 1024, "rss_at_start_mib": at_start,
+                                 "stopped_over_mib": limit_mib if stopped else None})
         part.unlink()
     result_file.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
@@ -429,10 +468,13 @@ def write_report(exp: Experiment, table: Table, rows: List[dict], batch: int) ->
              "| system | options | parameters | vocabulary | peak RSS MiB (at start) | s/update here | paper "
              "updates | FLOPs/update (paper batch) | FLOPs whole run |", "|" + "---|" * 9]
     for row in rows:
+        stopped = row.get("stopped_over_mib")
+        memory = (f"stopped over {stopped:,.0f}" if stopped else f"{row['peak_rss_mib']:,.0f}") \
+            + f" ({row['rss_at_start_mib']:,.0f})"
+        speed = "-" if stopped else f"{row['seconds_per_update']:.2f}"
         lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
-                     f"{row['vocabulary']:,} | {row['peak_rss_mib']:,.0f} ({row['rss_at_start_mib']:,.0f}) | "
-                     f"{row['seconds_per_update']:.2f} | {row['paper_updates']:,} | {row['flops_per_update']:.3e} | "
-                     f"{row['flops_total']:.3e} |")
+                     f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | "
+                     f"{row['flops_per_update']:.3e} | {row['flops_total']:.3e} |")
     lines += ["", *table.dry_run_notes] if table.dry_run_notes else []
     text = "\n".join(lines) + "\n"
     (exp.work / "dry_run.md").write_text(text, encoding="utf-8")
@@ -441,18 +483,50 @@ def write_report(exp: Experiment, table: Table, rows: List[dict], batch: int) ->
     print(text)
 
 
+def write_all(args) -> None:
+    """--table all: every table's dry run, one after another, in one file (``--out``) with the command and the
+    machine."""
+    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+    from machine import describe_machine
+
+    started = time.time()
+    sections = []
+    for name, table in TABLES.items():
+        dry_run(table, (args.work or ROOT / "runs" / "paper_scale_dry_run") / name, args.dry_run_batch, 1,
+                args.dry_run_memory_limit)
+        sections.append(((args.work or ROOT / "runs" / "paper_scale_dry_run") / name / "dry_run.md").read_text())
+    command = "python scripts/experiments/paper_scale.py " + shlex.join(sys.argv[1:])
+    load = os.getloadavg()
+    header = ["# The seed tables at paper scale: dry run", "", f"Command: `{command}`", "",
+              f"Machine: {describe_machine()}; load average {load[0]:.1f} at the end (other jobs shared the cores); "
+              f"{(time.time() - started) / 60:.0f} min in all.", "",
+              "Per system: parameters (fairseq's count), the vocabulary (fairseq's dictionary: the paper's words, 4 "
+              "specials, the OOV markers), the peak RSS of the process that built it and ran 3 updates at the "
+              "batch said (with, in brackets, what the interpreter, torch and fairseq took before), the wall "
+              "seconds of updates 2-3 here (1 thread), and flops.py's analytic FLOPs of one update at the paper's "
+              "batch and of the paper's whole run (scripts/experiments/paper_scale.py's docstring).", ""]
+    args.out.write_text("\n".join(header) + "\n" + "\n".join(sections), encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=2, type=Path, metavar=("SPEC", "RESULT"), help=argparse.SUPPRESS)
-    parser.add_argument("--table", choices=sorted(TABLES), help="dry-run this table")
+    parser.add_argument("--table", choices=[*sorted(TABLES), "all"], help="dry-run this table (all: every one)")
     parser.add_argument("--work", type=Path)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "paper_scale_dry_run.md",
+                        help="--table all: the report")
     parser.add_argument("--dry-run-batch", type=int)
+    parser.add_argument("--dry-run-memory-limit", type=float, default=MEMORY_LIMIT_MIB)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(*args.worker)
+        return worker(*args.worker, args.dry_run_memory_limit)
     if not args.table:
         parser.error("give --table (or run a table script with --scale paper --dry-run)")
-    dry_run(TABLES[args.table], args.work or ROOT / "runs" / f"{args.table}_dry_run", args.dry_run_batch)
+    if args.table == "all":
+        return write_all(args)
+    dry_run(TABLES[args.table], args.work or ROOT / "runs" / f"{args.table}_dry_run", args.dry_run_batch, 1,
+            args.dry_run_memory_limit)
 
 
 if __name__ == "__main__":
