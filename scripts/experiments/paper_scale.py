@@ -491,15 +491,22 @@ def write_all(args) -> None:
 
     started = time.time()
     sections = []
+    batches = dict(item.split("=") for item in args.batch_for)
     for name, table in TABLES.items():
-        dry_run(table, (args.work or ROOT / "runs" / "paper_scale_dry_run") / name, args.dry_run_batch, 1,
-                args.dry_run_memory_limit)
-        sections.append(((args.work or ROOT / "runs" / "paper_scale_dry_run") / name / "dry_run.md").read_text())
+        work = (args.work or ROOT / "runs" / "paper_scale_dry_run") / name
+        batch = int(batches[name]) if name in batches else args.dry_run_batch
+        report = work / "dry_run.json"
+        if not (args.reuse and report.is_file() and json.loads(report.read_text())["batch"] == (batch or table.batch)):
+            dry_run(table, work, batch, 1, args.dry_run_memory_limit)
+        sections.append((work / "dry_run.md").read_text())
     command = "python scripts/experiments/paper_scale.py " + shlex.join(sys.argv[1:])
     load = os.getloadavg()
     header = ["# The seed tables at paper scale: dry run", "", f"Command: `{command}`", "",
               f"Machine: {describe_machine()}; load average {load[0]:.1f} at the end (other jobs shared the cores); "
-              f"{(time.time() - started) / 60:.0f} min in all.", "",
+              f"{(time.time() - started) / 60:.0f} min in all."
+              + (" With --reuse: the tables were run one by one before, two at a time, by "
+                 "`paper_scale.py --table NAME --work WORK/NAME` (with this command's --dry-run-batch or "
+                 "--batch-for batch and memory limit), and reused here." if args.reuse else ""), "",
               "Per system: parameters (fairseq's count), the vocabulary (fairseq's dictionary: the paper's words, 4 "
               "specials, the OOV markers), the peak RSS of the process that built it and ran 3 updates at the "
               "batch said (with, in brackets, what the interpreter, torch and fairseq took before), the wall "
@@ -518,7 +525,14 @@ def main(argv=None):
                         help="--table all: the report")
     parser.add_argument("--dry-run-batch", type=int)
     parser.add_argument("--dry-run-memory-limit", type=float, default=MEMORY_LIMIT_MIB)
+    parser.add_argument("--batch-for", action="append", default=[], metavar="TABLE=N",
+                        help="--table all: this table's dry-run batch (default: the paper's)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="--table all: keep a table's WORK/TABLE/dry_run.json made at the same batch")
     args = parser.parse_args(argv)
+    unknown = [item for item in args.batch_for if item.split("=")[0] not in TABLES or "=" not in item]
+    if unknown:
+        parser.error(f"--batch-for {unknown[0]}: give TABLE=N with a table of {', '.join(TABLES)}")
     if args.worker:
         return worker(*args.worker, args.dry_run_memory_limit)
     if not args.table:
