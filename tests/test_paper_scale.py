@@ -139,6 +139,20 @@ def test_compare_takes_a_systems_own_max_update():
         compare.own_updates("--max-update x", 5)
 
 
+def test_compare_dry_runs_its_own_command_lines_systems():
+    import argparse
+
+    args = argparse.Namespace(name="t", config="song2020_ttnews_paper", corpus="raw", dry_run_batch=None)
+    table = paper_scale.command_line_table(args, [("full", "song2020_ttnews_paper", ["--copy"], None, 7),
+                                                  ("rl", "song2020_ttnews_paper", [], "full", 3)])
+    assert table.batch == 32 and table.slice == "lcsts"  # the config's batch; a Chinese config: LCSTS
+    assert table.systems[0] == paper_scale.System("full", "song2020_ttnews_paper", "--copy", 7)
+    assert table.systems[1].parent == "full" and table.systems[1].updates == 3
+    tokens = argparse.Namespace(name="t", config="cnndm_small", corpus="cnndm", dry_run_batch=None)
+    with pytest.raises(SystemExit, match="cnndm_small.conf batches by tokens: give --dry-run-batch N"):
+        paper_scale.command_line_table(tokens, [])
+
+
 @pytest.mark.slow
 def test_bad_command_lines_stop_with_the_missing_input_named(tmp_path):
     see = subprocess.run([sys.executable, EXPERIMENTS / "see2017_table1.py"], capture_output=True, text=True)

@@ -32,6 +32,8 @@ interrupted one is trained again from the start, and the log says why.  --retrai
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
 WORK is locked (WORK/.lock) while the script runs: a second table in the same folder stops at once, naming the
 first (host, pid, Slurm job); every system's checkpoint folder is locked by train.sh as well.
+--dry-run budgets the table instead of running it (scripts/experiments/paper_scale.py: every system built, 3
+updates on a slice of ../shared/data, parameters, memory, s/update and the whole run's FLOPs; WORK/dry_run/).
 """
 import argparse
 import json
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_facts, hold_lock,  # noqa: E402
@@ -73,6 +76,7 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every step (0: torch's)")
     parser.add_argument("--retrain", action="store_true", help="train every system again")
     slurm_launcher.add_options(parser)
+    paper_scale.add_dry_run_options(parser.add_argument_group("dry run (scripts/experiments/paper_scale.py)"))
     args = parser.parse_args()
     if args.corpus == "raw" and not (args.raw and all((args.raw / f"{s}.src").is_file() for s in SPLITS)):
         parser.error("--corpus raw needs --raw DIR with train, valid and test .src/.tgt files")
@@ -352,6 +356,10 @@ def run_local(exp: Experiment, args) -> None:
 
 def main():
     args = parse_args()
+    if args.dry_run:  # every system built at its configs' sizes, 3 updates on a slice: WORK/dry_run/
+        table = paper_scale.command_line_table(args, systems(args))
+        return paper_scale.dry_run(table, args.work / "dry_run", args.dry_run_batch, args.threads,
+                                   args.dry_run_memory_limit)
     exp = Experiment(args.name, args.work, args.threads)
     if args.step:  # inside a Slurm job of this table (the submitting invocation holds no lock by then)
         return slurm_table.run_step(exp, args, args.step)

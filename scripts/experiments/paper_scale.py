@@ -174,14 +174,35 @@ def add_options(parser: argparse.ArgumentParser, cpu_scale: bool = True) -> None
                        help="paper: the paper's sizes, vocabulary, lengths, optimizer and updates (configs/*_paper.conf)")
     group.add_argument("--raw", type=Path, metavar="DIR",
                        help="--scale paper: the corpus converted from its release, DIR/{train,valid,test}.{src,tgt}")
+    add_dry_run_options(group)
+
+
+def add_dry_run_options(group) -> None:
+    """--dry-run, --dry-run-batch, --dry-run-memory-limit (the table scripts and compare.py)."""
     group.add_argument("--dry-run", action="store_true",
-                       help="--scale paper: build every system, train 3 updates on a slice of ../shared/data, print "
+                       help="build every system at paper scale, train 3 updates on a slice of ../shared/data, print "
                             "parameters, memory, s/update here and the whole run's FLOPs")
     group.add_argument("--dry-run-batch", type=int, metavar="N",
                        help="documents per dry-run update (default: the paper's batch)")
     group.add_argument("--dry-run-memory-limit", type=float, default=MEMORY_LIMIT_MIB, metavar="MiB",
                        help="stop a system whose dry-run process passes this resident size (default %(default)s): "
                             "its row keeps parameters and FLOPs and says so")
+
+
+def command_line_table(args, systems) -> Table:
+    """compare.py --dry-run: its command line's systems (compare.systems) as a table; the batch whose FLOPs are
+    counted is the data config's --batch-size, else --dry-run-batch."""
+    train_args = config_array(args.config, "TRAIN_ARGS")
+    batch = int(train_args[train_args.index("--batch-size") + 1]) if "--batch-size" in train_args else None
+    if not (batch or args.dry_run_batch):
+        sys.exit(f"compare.py --dry-run: configs/{args.config}.conf batches by tokens: give --dry-run-batch N")
+    prep = config_array(args.config, "PREP_ARGS")
+    lang = prep[prep.index("--lang") + 1] if "--lang" in prep else "en"
+    chinese = args.corpus == "lcsts" or (args.corpus == "raw" and lang == "zh")
+    rows = tuple(System(label, config, shlex.join(map(str, extra)), updates, parent)
+                 for label, config, extra, parent, updates in systems)
+    return Table(name=args.name, release=f"--corpus {args.corpus}", data_config=args.config,
+                 batch=batch or args.dry_run_batch, systems=rows, slice="lcsts" if chinese else "cnndm")
 
 
 def table_main(table: Table, doc: str, argv=None) -> None:
