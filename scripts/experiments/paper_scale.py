@@ -270,7 +270,7 @@ def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1,
                       "data_bin": str(data / "bin"), "train_args": config_array(system.config, "TRAIN_ARGS") + options,
                       "batch": batch, "paper_batch": table.batch, "paper_updates": system.updates})
     rows = measure(exp, specs, limit_mib or MEMORY_LIMIT_MIB)
-    write_report(exp, table, rows, batch)
+    write_report(exp.work, table, rows, batch)
     return rows
 
 
@@ -481,27 +481,35 @@ def worker(spec_file: Path, result_file: Path, limit_mib: float) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- the report
-def write_report(exp: Experiment, table: Table, rows: List[dict], batch: int) -> None:
+def write_report(work: Path, table: Table, rows: List[dict], batch: int) -> None:
+    """WORK/dry_run.json (exact figures) and WORK/dry_run.md (the table, also on stdout)."""
+    (work / "dry_run.json").write_text(json.dumps({"table": table.name, "batch": batch, "rows": rows},
+                                                  indent=1) + "\n", encoding="utf-8")
+    text = report_text(table, rows, batch)
+    (work / "dry_run.md").write_text(text, encoding="utf-8")
+    print(text)
+
+
+def report_text(table: Table, rows: List[dict], batch: int) -> str:
+    """The table of a dry run; "days here" (the paper's updates at the s/update measured here) only when the
+    dry run measured the paper's batch."""
     lines = [f"## {table.name}: dry run at paper scale", "",
              f"Corpus at full scale: {table.release} (data config `configs/{table.data_config}.conf`). Dry run: "
              f"{SLICE_TRAIN} training documents of ../shared/data's {table.slice}, dictionary padded to the paper's "
              f"size; {DRY_RUN_UPDATES} updates of {batch} documents (paper: {table.batch}), 1 thread.", "",
              "| system | options | parameters | vocabulary | peak RSS MiB (at start) | s/update here | paper "
-             "updates | FLOPs/update (paper batch) | FLOPs whole run |", "|" + "---|" * 9]
+             "updates | days here | FLOPs/update (paper batch) | FLOPs whole run |", "|" + "---|" * 10]
     for row in rows:
         stopped = row.get("stopped_over_mib")
         memory = (f"stopped over {stopped:,.0f}" if stopped else f"{row['peak_rss_mib']:,.0f}") \
             + f" ({row['rss_at_start_mib']:,.0f})"
         speed = "-" if stopped else f"{row['seconds_per_update']:.2f}"
+        days = "-" if stopped or batch != table.batch else f"{row['seconds_per_update'] * row['paper_updates'] / 86400:,.0f}"
         lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
-                     f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | "
+                     f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | {days} | "
                      f"{row['flops_per_update']:.3e} | {row['flops_total']:.3e} |")
     lines += ["", *table.dry_run_notes] if table.dry_run_notes else []
-    text = "\n".join(lines) + "\n"
-    (exp.work / "dry_run.md").write_text(text, encoding="utf-8")
-    (exp.work / "dry_run.json").write_text(json.dumps({"table": table.name, "batch": batch, "rows": rows},
-                                                      indent=1) + "\n", encoding="utf-8")
-    print(text)
+    return "\n".join(lines) + "\n"
 
 
 def write_all(args) -> None:
@@ -519,7 +527,8 @@ def write_all(args) -> None:
         report = work / "dry_run.json"
         if not (args.reuse and report.is_file() and json.loads(report.read_text())["batch"] == (batch or table.batch)):
             dry_run(table, work, batch, 1, args.dry_run_memory_limit)
-        sections.append((work / "dry_run.md").read_text())
+        done = json.loads(report.read_text(encoding="utf-8"))
+        sections.append(report_text(table, done["rows"], done["batch"]))
     command = "python scripts/experiments/paper_scale.py " + shlex.join(sys.argv[1:])
     load = os.getloadavg()
     header = ["# The seed tables at paper scale: dry run", "", f"Command: `{command}`", "",
@@ -531,8 +540,12 @@ def write_all(args) -> None:
               "Per system: parameters (fairseq's count), the vocabulary (fairseq's dictionary: the paper's words, 4 "
               "specials, the OOV markers), the peak RSS of the process that built it and ran 3 updates at the "
               "batch said (with, in brackets, what the interpreter, torch and fairseq took before), the wall "
-              "seconds of updates 2-3 here (1 thread), and flops.py's analytic FLOPs of one update at the paper's "
-              "batch and of the paper's whole run (scripts/experiments/paper_scale.py's docstring).", ""]
+              "seconds of updates 2-3 here (1 thread), the days the paper's updates would take here at that speed "
+              "(when the dry run measured the paper's batch), and flops.py's analytic FLOPs of one update at the "
+              "paper's batch and of the paper's whole run (scripts/experiments/paper_scale.py's docstring).  The "
+              "FLOPs are the model's work: an RNN on a GPU reaches a small fraction of its peak (the CPU "
+              "benchmark's utilisation: docs/results/throughput_cpu_peers.txt), so divide by the FLOP/s a GPU "
+              "sustains on these models, not by its peak.", ""]
     args.out.write_text("\n".join(header) + "\n" + "\n".join(sections), encoding="utf-8")
     print(f"wrote {args.out}")
 
