@@ -260,6 +260,8 @@ def compare_command(table: Table, args, substitutions: dict) -> list:
 # ----------------------------------------------------------------------------------------------- the dry run
 def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1,
             limit_mib: float = None) -> List[dict]:
+    """The dry run of ``table`` in ``work`` (module docstring), ``batch`` documents per update (None: the
+    paper's); its rows, also in WORK/dry_run.md and .json."""
     exp = Experiment(f"{table.name} dry run", work, threads or 1)
     batch = batch or table.batch
     data = prepare_slice(exp, table)
