@@ -153,6 +153,23 @@ def test_compare_dry_runs_its_own_command_lines_systems():
         paper_scale.command_line_table(tokens, [])
 
 
+def test_the_dictionary_is_padded_to_the_papers_vocabulary_before_the_markers(tmp_path):
+    settings = {"vocab_size": 6, "sp_vocab_size": None}
+    (tmp_path / "prep.json").write_text(json.dumps({"settings": settings}))
+    (tmp_path / "dict.txt").write_text("the 9\nof 4\n<oov-0> 0\n<oov-1> 0\n")
+    lines = paper_scale.pad_dictionary(tmp_path).read_text().splitlines()
+    assert lines == ["the 9", "of 4", *(f"paper_vocab_filler_{k} 0" for k in range(4)), "<oov-0> 0", "<oov-1> 0"]
+    settings.update(vocab_size=30000, sp_vocab_size=3)  # sentencepiece: the pieces bound the vocabulary
+    (tmp_path / "prep.json").write_text(json.dumps({"settings": settings}))
+    assert len(paper_scale.pad_dictionary(tmp_path).read_text().splitlines()) == 3 + 2
+
+
+def test_a_bad_batch_for_names_the_tables():
+    with pytest.raises(SystemExit) as stop:
+        paper_scale.main(["--table", "all", "--batch-for", "nope=2"])
+    assert stop.value.code == 2
+
+
 @pytest.mark.slow
 def test_bad_command_lines_stop_with_the_missing_input_named(tmp_path):
     see = subprocess.run([sys.executable, EXPERIMENTS / "see2017_table1.py"], capture_output=True, text=True)
