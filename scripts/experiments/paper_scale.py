@@ -113,8 +113,8 @@ PAULUS2017 = Table(
     dry_run_notes=("The ML row feeds its own predictions back (--own-prediction-prob 0.25, section 6.1), so its "
                    "decoder runs step by step, and every step recomputes the tied output matrix W_out = "
                    "tanh(W_emb W_proj) (eq 13; 50k x 1,200 floats, 240 MB) and keeps it for the backward pass: "
-                   "about 24 GB a document of 100 steps, so the row is stopped at the memory limit even at 2 "
-                   "documents. Computing W_out once per forward pass in pgn_lstm.py would fix it; "
+                   "about 24 GB an update of 100-token summaries, whatever the batch, so the row is stopped at the "
+                   "memory limit. Computing W_out once per forward pass in pgn_lstm.py would fix it; "
                    "--own-prediction-prob 0 trains the whole sequence at once.",),
 )
 
