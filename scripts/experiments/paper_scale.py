@@ -181,7 +181,8 @@ def add_options(parser: argparse.ArgumentParser, cpu_scale: bool = True) -> None
     group = parser.add_argument_group("paper scale")
     scales = ("cpu", "paper") if cpu_scale else ("paper",)
     group.add_argument("--scale", choices=scales, default=scales[0],
-                       help="paper: the paper's sizes, vocabulary, lengths, optimizer and updates (configs/*_paper.conf)")
+                       help="paper: the paper's sizes, vocabulary, lengths, optimizer and updates "
+                            "(configs/*_paper.conf)")
     group.add_argument("--raw", type=Path, metavar="DIR",
                        help="--scale paper: the corpus converted from its release, DIR/{train,valid,test}.{src,tgt}")
     add_dry_run_options(group)
@@ -516,7 +517,8 @@ def report_text(table: Table, rows: List[dict], batch: int) -> str:
         memory = (f"stopped over {stopped:,.0f}" if stopped else f"{row['peak_rss_mib']:,.0f}") \
             + f" ({row['rss_at_start_mib']:,.0f})"
         speed = "-" if stopped else f"{row['seconds_per_update']:.2f}"
-        days = "-" if stopped or batch != table.batch else f"{row['seconds_per_update'] * row['paper_updates'] / 86400:,.0f}"
+        measured_paper_batch = not stopped and batch == table.batch
+        days = f"{row['seconds_per_update'] * row['paper_updates'] / 86400:,.0f}" if measured_paper_batch else "-"
         lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
                      f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | {days} | "
                      f"{row['flops_per_update']:.3e} | {row['flops_total']:.3e} |")
