@@ -522,7 +522,8 @@ def report_text(table: Table, rows: List[dict], batch: int) -> str:
         lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
                      f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | {days} | "
                      f"{row['flops_per_update']:.3e} | {row['flops_total']:.3e} |")
-    lines += ["", *table.dry_run_notes] if table.dry_run_notes else []
+    for note in table.dry_run_notes:
+        lines += ["", note]
     return "\n".join(lines) + "\n"
 
 
