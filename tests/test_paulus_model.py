@@ -3,6 +3,7 @@
 projection, options that do not combine, the preset, and a few updates through fairseq-train and
 fairseq-generate with trigram blocking."""
 import argparse
+import contextlib
 import re
 
 import pytest
@@ -126,6 +127,32 @@ def test_training_with_the_models_own_predictions(dictionary, options):
     model.eval()  # teacher forcing: not the output over the model's own inputs (no dropout: train = eval)
     assert not torch.equal(model(src, lengths, prev)[0], model(src, lengths, own_inputs)[0])
     torch.testing.assert_close(model(src, lengths, own_inputs)[0], logits.detach())
+
+
+def test_own_predictions_compute_the_tied_output_matrix_once_per_pass(dictionary, monkeypatch):
+    """Step by step (own predictions), W_out = tanh(W_emb W_proj) (eq 13) is computed once for the whole pass,
+    not once per step (each step's copy was kept for the backward pass: about 24 GB an update at paper
+    scale), with the same gradients as computing it at every step."""
+    from fairseq_plugins.modules.shared_projection import SharedOutputProjection
+    torch.manual_seed(5)
+    src, lengths, prev = tiny_batch(dictionary)
+    model = tiny_model(dictionary, **dict(PAULUS, own_prediction_prob=1.0)).train()
+    grads, calls = [], []
+    compute = SharedOutputProjection._compute
+    monkeypatch.setattr(SharedOutputProjection, "_compute", lambda self: calls.append(1) or compute(self))
+    for held in (True, False):
+        if not held:  # the per-step reference: the block does not hold the matrix
+            monkeypatch.setattr(SharedOutputProjection, "held", lambda self: contextlib.nullcontext())
+        calls.clear()
+        model.zero_grad()
+        torch.manual_seed(6)  # the same own-prediction draws
+        logits, _ = model(src, lengths, prev)
+        logits.logsumexp(-1).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+        assert len(calls) == (1 if held else prev.size(1))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    assert model.decoder.output_projection._held is None  # released after the pass
 
 
 def test_shared_projection_has_no_free_output_matrix_and_its_gradient_reaches_the_embeddings():

@@ -55,6 +55,7 @@ The decoder's first output is the P_vocab *logits* over the regular vocabulary; 
 them, with the attention and p_gen kept in the second output, into eq 9 over the extended vocabulary (regular
 words + per-document OOV markers, see fairseq_plugins/text/markers.py).  Marker ids are embedded as ``<unk>``.
 """
+import contextlib
 import logging
 from typing import Dict
 
@@ -389,18 +390,26 @@ class PGNDecoder(StepStateDecoder):
         ``<unk>``, as every marker is), drawn independently for every row and step; the first input is </s>."""
         incremental_state, outputs = {}, []
         inputs = prev_output_tokens[:, :1]  # B x 1
-        for t in range(prev_output_tokens.size(1)):
-            if t > 0:
-                with torch.no_grad():
-                    predicted = self.extended_output.probs(outputs[-1], log_probs=True)[:, -1].argmax(dim=-1)  # B
-                own = torch.rand(predicted.shape, device=predicted.device) < self.own_prediction_prob  # B
-                word = torch.where(own, predicted, prev_output_tokens[:, t])  # B
-                inputs = torch.cat([inputs, word.unsqueeze(1)], dim=1)  # B x (t+1)
-            outputs.append(self.forward(inputs, encoder_out, incremental_state=incremental_state))
+        with self.output_matrix_held():  # one W_out for all the steps (Paulus et al. eq 13)
+            for t in range(prev_output_tokens.size(1)):
+                if t > 0:
+                    with torch.no_grad():
+                        predicted = self.extended_output.probs(outputs[-1], log_probs=True)[:, -1].argmax(dim=-1)  # B
+                    own = torch.rand(predicted.shape, device=predicted.device) < self.own_prediction_prob  # B
+                    word = torch.where(own, predicted, prev_output_tokens[:, t])  # B
+                    inputs = torch.cat([inputs, word.unsqueeze(1)], dim=1)  # B x (t+1)
+                outputs.append(self.forward(inputs, encoder_out, incremental_state=incremental_state))
         extras = [extra for _, extra in outputs]
         extra = {key: torch.cat([e[key] for e in extras], dim=1) for key in extras[0] if torch.is_tensor(extras[0][key])}
         extra.update(attn=[torch.cat([e["attn"][0] for e in extras], dim=1)], src_tokens=extras[0]["src_tokens"])
         return torch.cat([logits for logits, _ in outputs], dim=1), extra  # B x T x V_reg, as ``forward``
+
+    def output_matrix_held(self):
+        """A block within which the tied output matrix of Paulus et al. (eq 13) is computed once (a no-op for
+        the other output layers, whose weight is a parameter)."""
+        if isinstance(getattr(self, "output_projection", None), SharedOutputProjection):
+            return self.output_projection.held()
+        return contextlib.nullcontext()
 
     def output_layer(self, features: Tensor) -> Tensor:
         if self.share_input_output_embed:
