@@ -51,7 +51,7 @@ PLANS: Dict[str, Sequence[str]] = {
 }
 QUANTIZABLE = (nn.Linear, nn.LSTM, nn.LSTMCell, nn.GRUCell)  # exact types: quantize_dynamic's own mapping
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("fairseq_plugins.quantize")  # also under python -m
 
 
 class QuantizeError(ValueError):

@@ -380,6 +380,7 @@ def measure_quantize(args, subset_dir: Path) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     schemes = ("fp32", args.quantize)
     modes = {}
+    load_before = os.getloadavg()[0]  # other jobs on the cores: the figures are only comparable in turns
     for mode, min_len in args.modes.items():
         runs = {scheme: [] for scheme in schemes}
         hypotheses = {}
@@ -397,7 +398,8 @@ def measure_quantize(args, subset_dir: Path) -> dict:
         modes[mode]["same_hypotheses_percent"] = 100.0 * same / max(len(hypotheses["fp32"]), 1)
         modes[mode]["ratio"] = (modes[mode][args.quantize]["decode_sent_per_s"]
                                 / modes[mode]["fp32"]["decode_sent_per_s"])
-    return {"checkpoint": str(checkpoint), "scheme": args.quantize, "modes": modes}
+    return {"checkpoint": str(checkpoint), "scheme": args.quantize, "modes": modes,
+            "load_average": [load_before, os.getloadavg()[0]]}
 
 
 def median_decode(runs: list) -> dict:
@@ -409,7 +411,8 @@ def quantize_lines(quantized: dict, args, split: str, sentences: int) -> list:
     scheme = quantized["scheme"]
     lines = ["", f"int8 decoder (--quantize {scheme}): {quantized['checkpoint']}, the first {sentences} sentences of "
                  f"{split}, beam {args.beam}, --max-len-b {args.max_len_b}, --batch-size {args.batch_size}, on the "
-                 f"CPU; fp32 and {scheme} in turns, medians of {args.repeats} round(s)",
+                 f"CPU; fp32 and {scheme} in turns, medians of {args.repeats} round(s); load average "
+                 f"{quantized['load_average'][0]:.1f} before, {quantized['load_average'][1]:.1f} after",
              f"{'lengths':<36} {'fp32 sent/s':>12} {scheme + ' sent/s':>12} {scheme + ' / fp32':>12} "
              f"{'same hyps %':>12} {'hyp len fp32':>13} {scheme:>5} {'peak MB fp32':>13} {scheme:>6}"]
     for mode, figures in quantized["modes"].items():
