@@ -115,11 +115,9 @@ PAULUS2017 = Table(
     ),
     lead=3,
     dry_run_notes=("The ML row feeds its own predictions back (--own-prediction-prob 0.25, section 6.1), so its "
-                   "decoder runs step by step, and every step recomputes the tied output matrix W_out = "
-                   "tanh(W_emb W_proj) (eq 13; 50k x 1,200 floats, 240 MB) and keeps it for the backward pass: "
-                   "about 24 GB an update of 100-token summaries, whatever the batch, so the row is stopped at the "
-                   "memory limit. Computing W_out once per forward pass in pgn_lstm.py would fix it; "
-                   "--own-prediction-prob 0 trains the whole sequence at once.",),
+                   "decoder runs step by step; the tied output matrix W_out = tanh(W_emb W_proj) (eq 13; 50k x "
+                   "1,200 floats, 240 MB) is computed once per pass (SharedOutputProjection.held), not once per "
+                   "step, which kept about 24 GB an update before the dry run found it.",),
 )
 
 SHI_W2V = "--encoder-embed-path {w2v}"  # rows with word2vec: the table script fills in --w2v
