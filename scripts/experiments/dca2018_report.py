@@ -65,9 +65,19 @@ class Run:
             self.finished = True
             for row in self.rows:  # one definition of repeated trigrams for every run, whatever code wrote it
                 row.update(repetition(read_lines(self.work / "outputs" / f"{output_name(row)}.txt"), "en"))
+            self.add_earlier_systems()
         else:  # a run still going or stopped: the systems and decodings it finished
             self.rows, self.trained = self.finished_rows()
             self.finished = False
+
+    def add_earlier_systems(self) -> None:
+        """A finished run with ``--only`` lists only its own systems in results.json; systems an earlier run
+        finished in the same folder (e.g. row 4 before ``--only 5:agents_comm_caa,6:rl``) are read as a
+        stopped run's are, so none is dropped from the report."""
+        rows, trained = self.finished_rows()
+        for label in set(trained) - set(self.trained):
+            self.trained[label] = trained[label]
+            self.rows += [row for row in rows if row["system"] == label]
 
     def finished_rows(self):
         """(rows, trained) as compare.py would write them, for the systems whose training finished (MODEL/
