@@ -1,4 +1,5 @@
 """The experiment runner (scripts/experiments/compare.py): which trained systems it reuses."""
+import json
 import sys
 from pathlib import Path
 
@@ -241,6 +242,18 @@ def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path
     assert row["system"] == "1:single_mle" and row["decode"] == "beam"
     assert row["rouge"] == {"ROUGE-1": 25.5, "ROUGE-2": 6.25, "ROUGE-L": 23.0}
     assert abs(row["repeated_trigrams"] - 100 / 6) < 1e-9  # 1 repeat among 5 + 1 trigrams
+
+    # a later run with --only 2:single_sem finishes in the same folder: its results.json lists row 2 alone,
+    # and row 1, finished by the earlier run, stays in the report
+    (tmp_path / "models" / "2_single_sem" / "train_seconds").write_text("60.0\n")
+    rouge = {"ROUGE-1": 27.0, "ROUGE-2": 7.0, "ROUGE-L": 24.0}
+    (tmp_path / "results.json").write_text(json.dumps({
+        "rows": [{"system": "2:single_sem", "decode": "beam", "rouge": rouge}],
+        "trained": {"2:single_sem": {"updates": 20, "train_min": 1.0}}}))
+    run = report.Run(tmp_path)
+    assert run.finished and sorted(run.trained) == ["1:single_mle", "2:single_sem"]
+    assert [(row["system"], row["rouge"]["ROUGE-1"]) for row in run.rows] == [("2:single_sem", 27.0),
+                                                                             ("1:single_mle", 25.5)]
 
 
 def test_a_failed_system_keeps_its_row_marked_with_its_log():
