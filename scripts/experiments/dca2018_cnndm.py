@@ -28,7 +28,9 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
 ``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
-and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?).
+and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and row 5 continued
+for --rl-updates updates with its own loss at row 6's learning rate (against row 6: the reward or the extra
+updates?).
 
 Our rows 3 and 4 differ from the poster's in one respect: the poster adds communication and the multi-agent
 pointer in one step (row 4).  Rows 1-2 copy (pgn_lstm's pointer); a row 3 that could not copy would lose to
@@ -78,11 +80,19 @@ CONTROLS = [
 ]
 RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small",
       "--criterion self_critical_cohesion --rl-gamma 0.9984 --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001")
+# The control of row 6 (with --controls, or named in --only): row 5 continued for as many updates at the RL run's
+# learning rate with its own ML + SEM loss, which separates continued training from the reward.
+RL_CONTROL = ("control:6_ml_continued", "5:agents_comm_caa", "dca_lstm_cnndm_small", "--lr 0.0001")
 DECODES = ("beam", "beam+block --block-ngram-repeat 3", "beam+block_no_q --block-ngram-repeat 3 --block-ignore '<q>'")
 
 
 def seeded(label: str, extra: str, seed: int):
     return (label, extra) if seed == 1 else (f"{label}_seed{seed}", f"{extra} --seed {seed}".strip())
+
+
+def selected_controls(args, rows):
+    """The control rows of ``rows`` to run: all with --controls, those named in --only."""
+    return [row for row in rows if (args.controls and not args.only) or (args.only and row[0] in args.only)]
 
 
 def command(args):
@@ -91,18 +101,17 @@ def command(args):
            "--corpus", "cnndm", "--config", "cnndm_small", "--updates", str(args.updates),
            "--threads", str(args.threads), "--work", args.work, "--lead", "3", *slurm_launcher.passthrough(args)]
     wanted = lambda label: not args.only or label in args.only  # noqa: E731
-    controls = [row for row in CONTROLS if (args.controls and not args.only) or (args.only and row[0] in args.only)]
-    for label, config, extra in ROWS + controls:
+    for label, config, extra in ROWS + selected_controls(args, CONTROLS):
         if wanted(label):
             name, options = seeded(label, extra, args.seed)
             cmd += ["--variant", f"{name} {config} {options}"]
-    label, parent, config, extra = RL
-    if wanted(label):
+    for label, parent, config, extra in [RL] * wanted(RL[0]) + selected_controls(args, [RL_CONTROL]):
         if not wanted(parent):
             raise SystemExit(f"dca2018_cnndm.py: --only {label} needs its parent {parent} in the same run")
         child, child_extra = seeded(label, extra, args.seed)
-        cmd += ["--continue", f"{child} {seeded(parent, '', args.seed)[0]} {config} {child_extra}",
-                "--continue-updates", str(args.rl_updates)]
+        cmd += ["--continue", f"{child} {seeded(parent, '', args.seed)[0]} {config} {child_extra}"]
+    if any("--continue" == part for part in cmd):
+        cmd += ["--continue-updates", str(args.rl_updates)]
     for decode in DECODES:
         cmd += ["--decode", decode]
     return cmd
@@ -143,7 +152,7 @@ def main():
                       + " ".join(shlex.quote(a) for a in sys.argv[1:]))
         print(text)
         return
-    known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0]}
+    known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0], RL_CONTROL[0]}
     unknown = [label for label in args.only or [] if label not in known]
     if unknown:
         parser.error(f"--only: unknown system {', '.join(unknown)} (known: {', '.join(sorted(known))})")

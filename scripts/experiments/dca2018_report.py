@@ -182,8 +182,12 @@ def main_table(entries) -> List[str]:
 
 
 ROW_1 = "1:single_mle"
-ABOVE = {"3:agents_no_comm": "2:single_sem", "4:agents_comm": "3:agents_no_comm",
-         "5:agents_comm_caa": "4:agents_comm", "6:rl": "5:agents_comm_caa"}  # the poster's row above
+COMPARED = {  # besides row 1: the poster's row above, and each control against what it controls
+    "3:agents_no_comm": ("2:single_sem",), "4:agents_comm": ("3:agents_no_comm",),
+    "5:agents_comm_caa": ("4:agents_comm",), "6:rl": ("5:agents_comm_caa", "control:6_ml_continued"),
+    "control:6_ml_continued": ("5:agents_comm_caa",), "control:5_old_sem": ("5:agents_comm_caa",),
+    "control:dca_one_agent": ("2:single_sem",),
+}
 
 
 def interval(a: Dict, b: Dict) -> str:
@@ -193,13 +197,14 @@ def interval(a: Dict, b: Dict) -> str:
 
 
 def significance_table(entries, decode: str) -> List[str]:
-    """Every trained system against row 1, and each poster row against the row above it (same seed)."""
+    """Every trained system against row 1, each poster row against the row above it and each control against
+    what it controls (``COMPARED``; same seed)."""
     rows = {e["system"]: e for e in entries if e["decode"] == decode}
     lines = [f"Decoding `{decode}`: B - A in ROUGE points, 95% paired-bootstrap interval.", "",
              "| B | A | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|"]
     for label, row in rows.items():
         base, suffix = split_seed(label)
-        for other in ([ROW_1] if base != ROW_1 else []) + ([ABOVE[base]] if base in ABOVE else []):
+        for other in ([ROW_1] if base != ROW_1 else []) + list(COMPARED.get(base, ())):
             if other + suffix in rows:
                 lines.append(f"| {label} | {other + suffix} | {interval(rows[other + suffix], row)} |")
     return lines
