@@ -176,6 +176,56 @@ def test_convert_errors_and_empty_documents(tmp_path, capsys):
         assert "Traceback" not in err
 
 
+LCSTS_RELEASE = """<doc id=0>
+    <human_label>5</human_label>
+    <summary>
+        修改后的立法法全文公布
+    </summary>
+    <short_text>
+        新华社受权于18日全文播发修改后的《中华人民共和国立法法》，
+        修改后的立法法分为“总则”等六章。
+    </short_text>
+</doc>
+<doc id=1>
+    <human_label>2</human_label>
+    <summary>
+        低分摘要
+    </summary>
+    <short_text>
+        一段与摘要无关的短文。
+    </short_text>
+</doc>
+"""
+
+
+def test_convert_lcsts_release(tmp_path, capsys):
+    """The LCSTS release's <doc> records (PART_II/III with human scores): pairs in order, a field's lines joined,
+    --min-score leaves out the low-scored documents and says how many; a broken record names its line."""
+    release = tmp_path / "PART_II.txt"
+    release.write_text(LCSTS_RELEASE, encoding="utf-8")
+    ok(convert, ["lcsts", release, "--scores", "--output-prefix", tmp_path / "all"], capsys)
+    assert (tmp_path / "all.tgt").read_text(encoding="utf-8") == "修改后的立法法全文公布\n低分摘要\n"
+    assert (tmp_path / "all.src").read_text(encoding="utf-8").splitlines()[0] == (
+        "新华社受权于18日全文播发修改后的《中华人民共和国立法法》， 修改后的立法法分为“总则”等六章。")
+    assert (tmp_path / "all.score").read_text() == "5\n2\n"
+    err = ok(convert, ["lcsts", release, "--min-score", "3", "--output-prefix", tmp_path / "test"], capsys)
+    assert (tmp_path / "test.tgt").read_text(encoding="utf-8") == "修改后的立法法全文公布\n"
+    assert "left out 1 documents with a human score below 3" in err
+    no_summary = LCSTS_RELEASE.replace("    <summary>\n        修改后的立法法全文公布\n    </summary>\n", "", 1)
+    broken = {"no summary": (no_summary, "PART_II.txt:1: the <doc> record has no <summary>"),
+              "unknown tag": (LCSTS_RELEASE.replace("<summary>", "<x>", 1), "PART_II.txt:3: text outside"),
+              "unclosed": (LCSTS_RELEASE.rsplit("</doc>", 1)[0], "opened at line 11 is not closed"),
+              "text outside": (LCSTS_RELEASE.replace("</summary>", "</summary>\nstray", 1), "PART_II.txt:6: text outside"),
+              "nested doc": (LCSTS_RELEASE.replace("</doc>\n<doc id=1>", "<doc id=1>", 1), "PART_II.txt:10: <doc> inside the <doc> opened at line 1")}
+    for case, (text, message) in broken.items():
+        release.write_text(text, encoding="utf-8")
+        status, err = run(convert, ["lcsts", release, "--output-prefix", tmp_path / "bad"], capsys)
+        assert status == 2 and message in err, (case, err)
+    release.write_text(LCSTS_RELEASE.replace("    <human_label>5</human_label>\n", ""), encoding="utf-8")
+    status, err = run(convert, ["lcsts", release, "--min-score", "3", "--output-prefix", tmp_path / "bad"], capsys)
+    assert status == 2 and "PART_II.txt:1: --min-score/--scores need <human_label>" in err
+
+
 def test_convert_parallel(tmp_path, shared, capsys):
     base = shared / "cnndm_sample100" / "train.txt"
     ok(convert, ["parallel", f"{base}.src.100", f"{base}.tgt.100", "--split-target-on", "##SENT##",

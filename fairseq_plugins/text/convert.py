@@ -3,10 +3,12 @@
 Output: UTF-8, one document a line, the ``i``-th line of ``.src`` and ``.tgt`` form a pair.  All whitespace
 inside a document (newlines, tabs, U+2028, NBSP, ...) is collapsed to single spaces.  A target made of several
 sentences is joined with a space, or with `` TOKEN `` when ``--sent-sep TOKEN`` is given (e.g. ``<q>``).
-Nothing is dropped: empty documents are written as empty lines and counted in the report on stderr.
+Nothing is dropped: empty documents are written as empty lines and counted in the report on stderr (the one
+filter, ``lcsts --min-score``, is asked for and its count reported).
 
-Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl``, ``tsv``, ``parallel`` (two line
-files), and ``split`` (deterministic train/valid/test split of converted pairs, near-duplicates kept together).
+Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl``, ``tsv``, ``lcsts`` (the LCSTS release's
+``<doc>`` records), ``parallel`` (two line files), and ``split`` (deterministic train/valid/test split of
+converted pairs, near-duplicates kept together).
 Run ``summ-convert FORMAT --help`` for the options of each.  ``-`` as an input file is stdin; the outputs are
 named by ``--output-prefix`` (``--output-dir`` for ``split``; ``--out-prefix`` and ``--out-dir`` are older
 spellings).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
@@ -251,6 +253,70 @@ class LongerTargets:
                   file=sys.stderr)
 
 
+# ----------------------------------------------------------------------------------------------- lcsts
+LCSTS_TAG = re.compile(r"^<(/?)(doc|human_label|summary|short_text)\b[^>]*>(.*?)(?:</(\2)>)?$")
+
+
+def read_lcsts(path):
+    """Yield ``(lineno, {"summary", "short_text", "human_label"})`` for each ``<doc>`` record of an LCSTS release
+    file (PART_I: summary and short_text; PART_II/III also ``<human_label>N</human_label>``, the 1-5 score).
+    A field's lines are joined with spaces; a record missing a field, an unclosed or nested tag, or text outside
+    a field is an error naming the file and line."""
+    name, record, field, start = display_name(path), None, None, 0
+    for lineno, line in read_lines(path):
+        line = line.strip()
+        tag = LCSTS_TAG.match(line)
+        if tag is None:
+            if field is None and line:
+                raise UserError(f"{name}:{lineno}: text outside <summary> or <short_text>: {line[:40]!r}")
+            if field is not None:
+                record[field].append(line)
+            continue
+        closing, what, inline, closed = tag.groups()
+        if what == "doc":
+            if closing:
+                if record is None or field is not None:
+                    raise UserError(f"{name}:{lineno}: </doc> without an open <doc> or with <{field}> still open")
+                missing = [key for key in ("summary", "short_text") if key not in record]
+                if missing:
+                    raise UserError(f"{name}:{start}: the <doc> record has no <{missing[0]}>")
+                yield start, {key: normalize_space(" ".join(value)) for key, value in record.items()}
+                record = None
+            elif record is not None:
+                raise UserError(f"{name}:{lineno}: <doc> inside the <doc> opened at line {start}")
+            else:
+                record, start = {}, lineno
+        elif record is None or (field is not None and not closing):
+            raise UserError(f"{name}:{lineno}: <{what}> outside a <doc> record or inside <{field}>")
+        elif closing:
+            if field != what:
+                raise UserError(f"{name}:{lineno}: </{what}> closes <{field}>")
+            field = None
+        else:
+            record[what] = [inline] if inline else []
+            field = None if closed else what
+    if record is not None:
+        raise UserError(f"{name}: the <doc> record opened at line {start} is not closed at the end of the file")
+
+
+def cmd_lcsts(args):
+    name = display_name(args.input)
+    dropped = 0
+    with PairWriter(args.out_prefix, extra=("score",) if args.scores else ()) as out:
+        for lineno, doc in read_lcsts(args.input):
+            score = doc.get("human_label")
+            if (args.min_score is not None or args.scores) and not (score or "").isdigit():
+                raise UserError(f"{name}:{lineno}: --min-score/--scores need <human_label>N</human_label> "
+                                f"(PART_II and PART_III), this record has {score!r}")
+            if args.min_score is not None and int(score) < args.min_score:
+                dropped += 1
+                continue
+            out.write(doc["short_text"], doc["summary"], **({"score": score} if args.scores else {}))
+    if dropped:
+        print(f"{PROG}: {name}: left out {dropped} documents with a human score below {args.min_score} "
+              f"(--min-score)", file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------------------------- parallel
 def cmd_parallel(args):
     n_src = count_lines(args.src)
@@ -396,6 +462,16 @@ def build_parser():
     p.add_argument("--header", action="store_true", help="skip the first line")
     common(p, target_sep=False)
     p.set_defaults(func=cmd_tsv)
+
+    p = sub.add_parser("lcsts", help="the LCSTS release (PART_I/II/III.txt: <doc> records of <summary> and "
+                                     "<short_text>, PART_II/III with <human_label>)")
+    p.add_argument("input", help="file, file.gz or - for stdin")
+    p.add_argument("--min-score", type=int, metavar="N",
+                   help="keep only documents whose human score is at least N (Hu et al.'s test set: 3), saying "
+                        "how many were left out")
+    p.add_argument("--scores", action="store_true", help="also write the human scores to PREFIX.score")
+    common(p, target_sep=False)
+    p.set_defaults(func=cmd_lcsts)
 
     p = sub.add_parser("parallel", help="two line-aligned files (validated, whitespace normalized, copied)")
     p.add_argument("src")
