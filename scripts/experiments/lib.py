@@ -33,6 +33,15 @@ VALID_LOSS = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+)")
 UPDATES = re.compile(r"num_updates[ =](\d+)")
 
 
+
+def config_array(config: str, name: str) -> List[str]:
+    """A config's array (PREP_ARGS, TRAIN_ARGS, GEN_ARGS) as train.sh resolves it (scripts/lib.sh load_config)."""
+    script = f'source "{ROOT}/scripts/lib.sh"; load_config "$1"; printf "%s\\0" "${{{name}[@]}}"'
+    result = subprocess.run(["bash", "-c", script, "config_array", config], capture_output=True)
+    if result.returncode != 0:
+        raise SystemExit(f"cannot read config {config}: {result.stderr.decode('utf-8', 'replace').strip()}")
+    return [word.decode("utf-8") for word in result.stdout.split(b"\0")[:-1]]
+
 class Experiment:
     """A work directory with a log folder; runs commands with the project's .venv first on PATH, this checkout
     first on PYTHONPATH and OMP_NUM_THREADS = ``threads`` (0: torch's default, one thread per core)."""

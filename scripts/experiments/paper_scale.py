@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import CNNDM, LCSTS, ROOT, Experiment, read_lines, write_lines  # noqa: E402
+from lib import CNNDM, LCSTS, ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
 
 DRY_RUN_UPDATES = 3
 SLICE_TRAIN, SLICE_HELD_OUT = 200, 5  # documents of the dry run's slice (train; valid and test each)
@@ -342,13 +342,6 @@ def pad_dictionary(data: Path) -> Path:
     return padded
 
 
-def config_array(config: str, name: str) -> List[str]:
-    """A config's array (TRAIN_ARGS...) as bash resolves it (scripts/lib.sh's load_config)."""
-    script = f'source "{ROOT}/scripts/lib.sh"; load_config "$1"; printf "%s\\0" "${{{name}[@]}}"'
-    result = subprocess.run(["bash", "-c", script, "config_array", config], capture_output=True, check=True)
-    return [word.decode("utf-8") for word in result.stdout.split(b"\0")[:-1]]
-
-
 def measure(exp: Experiment, specs: List[dict], limit_mib: float) -> List[dict]:
     """Runs the worker (this file with --worker) on the systems' specs; their rows (spec + figures)."""
     spec_file, result_file = exp.work / "dry_run_specs.json", exp.work / "dry_run_results.json"
@@ -361,14 +354,6 @@ def measure(exp: Experiment, specs: List[dict], limit_mib: float) -> List[dict]:
 
 
 # ----------------------------------------------------------------------------------------------- the worker
-def rss_mib() -> float:
-    """This process's resident set now (VmRSS), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def build(spec: dict):
     """fairseq's parser, task, model, criterion and Trainer from the config's TRAIN_ARGS and the options, as
     fairseq-train builds them (train.sh's argument order), with the dry run's batch and no saving."""
@@ -436,8 +421,8 @@ def figures(spec: dict, part: Path) -> None:
     part.write_text(json.dumps(result), encoding="utf-8")
 
 
-def rss_of(pid: int) -> float:
-    """Another process's resident set now (VmRSS), MiB; 0 once it is gone."""
+def rss_of(pid="self") -> float:
+    """A process's resident set now (VmRSS), MiB (default: this one); 0 once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
@@ -468,7 +453,7 @@ def worker(spec_file: Path, result_file: Path, limit_mib: float) -> None:
 
     import fairseq_plugins  # noqa: F401
 
-    at_start = rss_mib()
+    at_start = rss_of()
     results = []
     for k, spec in enumerate(json.loads(spec_file.read_text(encoding="utf-8"))):
         part = result_file.with_suffix(f".{k}.json")

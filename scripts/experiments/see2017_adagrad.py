@@ -45,7 +45,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib import ROOT, config_array  # noqa: E402
+
 CNNDM = ROOT.parent / "shared" / "data" / "cnndm_see2017" / "part_a.jsonl.gz"
 SCITLDR = ROOT / "data" / "scitldr"
 LR = "0.15"  # See et al. (2017), section 5
@@ -75,15 +77,6 @@ def run(cmd, log_file: Path) -> float:
         tail = log_file.read_text(encoding="utf-8", errors="replace")[-3000:]
         sys.exit(f"see2017_adagrad: failed ({result.returncode}): {cmd[0]}\n{tail}")
     return time.time() - start
-
-
-def config_train_args(config: str) -> list:
-    """TRAIN_ARGS of a configs/ file, as train.sh reads it (scripts/lib.sh load_config)."""
-    script = f'source "{ROOT}/scripts/lib.sh"; load_config "$1"; printf "%s\\0" "${{TRAIN_ARGS[@]}}"'
-    result = subprocess.run(["bash", "-c", script, "bash", config], capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"see2017_adagrad: cannot read config {config}: {result.stderr.strip()}")
-    return [arg for arg in result.stdout.split("\0") if arg]
 
 
 def without_options(args: list, names) -> list:
@@ -253,7 +246,7 @@ def main():
     logs.mkdir(parents=True, exist_ok=True)
 
     data = prepare(args, logs)
-    base_args = without_options(config_train_args(args.config), OPTIMIZER_OPTIONS)
+    base_args = without_options(config_array(args.config, "TRAIN_ARGS"), OPTIMIZER_OPTIONS)
     if args.arch:
         base_args += ["--arch", args.arch]
     if args.max_tokens:
