@@ -105,7 +105,7 @@ def command(args):
         if wanted(label):
             name, options = seeded(label, extra, args.seed)
             cmd += ["--variant", f"{name} {config} {options}"]
-    for label, parent, config, extra in [RL] * wanted(RL[0]) + selected_controls(args, [RL_CONTROL]):
+    for label, parent, config, extra in ([RL] if wanted(RL[0]) else []) + selected_controls(args, [RL_CONTROL]):
         if not wanted(parent):
             raise SystemExit(f"dca2018_cnndm.py: --only {label} needs its parent {parent} in the same run")
         child, child_extra = seeded(label, extra, args.seed)
