@@ -309,9 +309,11 @@ def test_the_update_differentiates_y_s_in_the_steps_that_sampled_it(build):
     assert not seen["sampled"].scored
 
 
-def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampling_steps():
+@pytest.mark.parametrize("leave_out", [False, True])
+def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampling_steps(leave_out):
     """With --rl-score-in-sampling, self_critical_cohesion's ``sample_penalty`` (lambda L_SEM of y^s) reads the
-    decoder states of the steps that sampled y^s: its value and gradient equal L_SEM of a teacher-forced pass over the same summaries."""
+    decoder states of the steps that sampled y^s: its value and gradient equal L_SEM of a teacher-forced pass over
+    the same summaries.  --no-sample-cohesion leaves the term out of the loss and still logs it."""
     from fairseq_plugins.criterions.semantic_cohesion import (
         SelfCriticalCohesionConfig,
         SelfCriticalCohesionCriterion,
@@ -330,7 +332,7 @@ def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampl
         model.decoder.output_projection.bias[dot] += 3.0  # summaries of several sentences
     scr = SelfCriticalCohesionCriterion(DotTask(), SelfCriticalCohesionConfig(
         focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0, on_nonfinite="stop", rl_gamma=1.0, rl_max_len_b=8,
-        cohesion_lambda=0.5, cohesion_sentence_end=".", rl_score_in_sampling=True))
+        cohesion_lambda=0.5, cohesion_sentence_end=".", rl_score_in_sampling=True, no_sample_cohesion=leave_out))
     seen = spy_on_rewards(scr)
     sample = batch()
     loss, size, log = scr(model, sample)
@@ -340,7 +342,8 @@ def test_self_critical_cohesion_takes_the_sampled_summarys_states_from_the_sampl
     l_sem = semantic_cohesion(states, sampled.tokens, sampled.tokens.eq(dot), PAD, EOS, form="squared")  # B
     assert l_sem.sum() > 0, sampled.tokens  # some sample has two sentences
     torch.testing.assert_close(log["cohesion_sample"], l_sem.sum().detach(), atol=1e-6, rtol=1e-5)
-    expected = (seen["factor"].float() * log_p).sum() + 0.5 * l_sem.sum()  # gamma (L_rl + lambda L_SEM(y^s))
+    weight = 0.0 if leave_out else 0.5
+    expected = (seen["factor"].float() * log_p).sum() + weight * l_sem.sum()  # gamma (L_rl + lambda L_SEM(y^s))
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
     assert_same_gradients(gradients(loss, model), gradients(expected, model), model)
 

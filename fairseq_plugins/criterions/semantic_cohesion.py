@@ -59,7 +59,11 @@ ML part (its ``ml_criterion_class`` hook): L = gamma (L_rl + lambda L_SEM(y^s)) 
 options of both.  L_SEM(y^s) is the cohesion of the sampled summary's own sentence ends ("as the decoder
 generates"), computed on the decoder states of the steps that sampled y^s (generation/sampling.py; those of the
 teacher-forced pass that scores y^s when it comes without them), and joins L_rl at its scale
-(both per-summary sums); logged as ``cohesion_sample``.  The RL code is self_critical_rouge's own.
+(both per-summary sums); logged as ``cohesion_sample``.  ``--no-sample-cohesion`` leaves L_SEM(y^s) out (the
+reference's L_SEM stays in the ML part): the term carries gamma's weight against L_rl's per-token factors
+|r(y^g) - r(y^s)| (a few hundredths), where in ML training it weighs against per-token NLL terms of weight 1, so it
+is far stronger relative to the likelihood under RL than under ML; the ablation measures what it does.  The RL
+code is self_critical_rouge's own.
 """
 import math
 from dataclasses import dataclass, field
@@ -250,7 +254,10 @@ class SemanticCohesionCriterion(FocalCopyCoverageCriterion):
 
 @dataclass
 class SelfCriticalCohesionConfig(SelfCriticalRougeConfig, SemanticCohesionConfig):
-    pass
+    no_sample_cohesion: bool = field(
+        default=False, metadata={"help": "leave lambda L_SEM(y^s) of the sampled summaries out of L_rl (the "
+                                         "reference's L_SEM stays in the ML part); default: in, as the paper's "
+                                         "'as the decoder generates'"})
 
 
 @register_criterion("self_critical_cohesion", dataclass=SelfCriticalCohesionConfig)
@@ -262,9 +269,11 @@ class SelfCriticalCohesionCriterion(SelfCriticalRougeCriterion):
     nonfinite_name = "self_critical_cohesion"
 
     def sample_penalty(self, model, net_output, sampled):
-        """lambda L_SEM of the sampled summaries' own sentence ends (summed over the batch), and that sum."""
+        """lambda L_SEM of the sampled summaries' own sentence ends (summed over the batch), and that sum (logged
+        even with --no-sample-cohesion, which leaves it out of the loss)."""
         cohesion = self.ml.cohesion(model, net_output, sampled.tokens).sum()
-        return self.ml.cohesion_lambda * cohesion, {"cohesion_sample": cohesion}
+        weight = 0.0 if self.cfg.no_sample_cohesion else self.ml.cohesion_lambda
+        return weight * cohesion, {"cohesion_sample": cohesion.detach() if weight == 0.0 else cohesion}
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

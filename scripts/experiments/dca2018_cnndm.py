@@ -28,9 +28,9 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
 ``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
-and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and row 5 continued
-for --rl-updates updates with its own loss at row 6's learning rate (against row 6: the reward or the extra
-updates?).
+and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and three controls
+of row 6, each from row 5 for --rl-updates updates at row 6's learning rate (RL_CONTROLS): row 5 continued with
+its own loss (the reward or the extra updates?), RL with gamma 0.97, and RL without the sampled summaries' L_SEM.
 
 Our rows 3 and 4 differ from the poster's in one respect: the poster adds communication and the multi-agent
 pointer in one step (row 4).  Rows 1-2 copy (pgn_lstm's pointer); a row 3 that could not copy would lose to
@@ -78,11 +78,19 @@ CONTROLS = [
     ("control:dca_one_agent", "dca_lstm_cnndm_small",
      "--num-agents 1 --no-communication --no-contextual-agent-attention"),
 ]
-RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small",
-      "--criterion self_critical_cohesion --rl-gamma 0.9984 --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001")
-# The control of row 6 (with --controls, or named in --only): row 5 continued for as many updates at the RL run's
-# learning rate with its own ML + SEM loss, which separates continued training from the reward.
-RL_CONTROL = ("control:6_ml_continued", "5:agents_comm_caa", "dca_lstm_cnndm_small", "--lr 0.0001")
+RL_OPTIONS = "--criterion self_critical_cohesion --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001"
+RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small", f"{RL_OPTIONS} --rl-gamma 0.9984")
+# The controls of row 6 (with --controls, or named in --only), each from row 5 for as many updates at the RL run's
+# learning rate: row 5 continued with its own ML + SEM loss (continued training or the reward?); RL with gamma 0.97
+# (DCA_AND_PAULUS.md's guess for the DCA paper, where Paulus et al.'s 0.9984 leaves the ML part ~0.002 of the
+# weight: does RL keep the ML part's progress?); RL without the sampled summaries' L_SEM (does that term, far
+# stronger against the likelihood under RL than under ML, cause the repeats?).
+RL_CONTROLS = [
+    ("control:6_ml_continued", "5:agents_comm_caa", "dca_lstm_cnndm_small", "--lr 0.0001"),
+    ("control:6_rl_gamma_0.97", "5:agents_comm_caa", "dca_lstm_cnndm_small", f"{RL_OPTIONS} --rl-gamma 0.97"),
+    ("control:6_rl_no_sample_sem", "5:agents_comm_caa", "dca_lstm_cnndm_small",
+     f"{RL_OPTIONS} --rl-gamma 0.9984 --no-sample-cohesion"),
+]
 DECODES = ("beam", "beam+block --block-ngram-repeat 3", "beam+block_no_q --block-ngram-repeat 3 --block-ignore '<q>'")
 
 
@@ -105,7 +113,7 @@ def command(args):
         if wanted(label):
             name, options = seeded(label, extra, args.seed)
             cmd += ["--variant", f"{name} {config} {options}"]
-    for label, parent, config, extra in ([RL] if wanted(RL[0]) else []) + selected_controls(args, [RL_CONTROL]):
+    for label, parent, config, extra in ([RL] if wanted(RL[0]) else []) + selected_controls(args, RL_CONTROLS):
         if not wanted(parent):
             raise SystemExit(f"dca2018_cnndm.py: --only {label} needs its parent {parent} in the same run")
         child, child_extra = seeded(label, extra, args.seed)
@@ -152,7 +160,7 @@ def main():
                       + " ".join(shlex.quote(a) for a in sys.argv[1:]))
         print(text)
         return
-    known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0], RL_CONTROL[0]}
+    known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0]} | {label for label, *_ in RL_CONTROLS}
     unknown = [label for label in args.only or [] if label not in known]
     if unknown:
         parser.error(f"--only: unknown system {', '.join(unknown)} (known: {', '.join(sorted(known))})")
