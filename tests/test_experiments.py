@@ -184,11 +184,11 @@ def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatc
     assert labels[-2:] == ["control:5_old_sem", "control:dca_one_agent"] and len(labels) == 10
     continued = [calls[0][i + 1].split() for i, arg in enumerate(calls[0]) if arg == "--continue"]
     assert [c[0] for c in continued] == ["6:rl", "control:6_ml_continued", "control:6_rl_gamma_0.97",
-                                         "control:6_rl_no_sample_sem"]
+                                         "control:6_rl_no_sample_sem", "control:6_rl_blocked_baseline"]
     gamma = lambda c: c[c.index("--rl-gamma") + 1]  # noqa: E731
     assert gamma(continued[0]) == gamma(continued[3]) == "0.9984" and gamma(continued[2]) == "0.97"
     assert "--no-sample-cohesion" in continued[3] and "--no-sample-cohesion" not in continued[0]
-    assert "self_critical_cohesion" not in continued[1]
+    assert "self_critical_cohesion" not in continued[1] and "--rl-baseline-block-ngram" in continued[4]
 
     monkeypatch.undo()
     script = str(ROOT / "scripts" / "experiments" / "dca2018_cnndm.py")

@@ -155,6 +155,51 @@ def test_sampling_a_known_table_gives_its_frequencies():
     assert torch.equal(run.tokens[:10, :2], torch.tensor([[A, EOS]]).expand(10, 2))  # greedy rows: argmax
 
 
+def looping_table(floor: float = 0.0):
+    """a b a b ... by argmax (never </s>); from b, d (then </s>) is the second choice; every other token
+    ``floor`` (before normalising)."""
+    table = torch.full((len(DICT), len(DICT)), floor)
+    for prev, probs in {EOS: {A: 1.0}, A: {B: 0.6, EOS: 0.4}, B: {A: 0.6, D: 0.4}, D: {EOS: 1.0}}.items():
+        for token, p in probs.items():
+            table[prev, token] = p
+    table[C] = table[E] = 1.0
+    return table / table.sum(dim=1, keepdim=True)
+
+
+def repeats_a_trigram(row) -> bool:
+    trigrams = [tuple(row[i:i + 3]) for i in range(len(row) - 2)]
+    return len(set(trigrams)) < len(trigrams)
+
+
+@pytest.mark.parametrize("score", [False, True])
+def test_the_greedy_baseline_can_be_blocked_as_beam_search_is_and_the_samples_never_are(score):
+    """--rl-baseline-block-ngram 3: y^g repeats no trigram (here: a b a b d </s> instead of a b a b ... to the
+    limit); the samples are drawn from the unblocked distribution (some repeat a trigram), with their own log p."""
+    from fairseq_plugins.generation.ngram_blocking import NGramBlocker
+
+    n = 300
+    model = scripted_model(looping_table())
+    net_input = {"src_tokens": torch.full((n, 2), A), "src_lengths": torch.full((n,), 2)}
+    limit = torch.full((n,), 10)
+    with torch.no_grad():
+        plain = sample_and_greedy(model, net_input, limit, generator=torch.Generator().manual_seed(1))[1]
+        sampled, greedy = sample_and_greedy(model, net_input, limit, generator=torch.Generator().manual_seed(1),
+                                            blocker=NGramBlocker(3), score=score)
+    assert plain.tokens[0].tolist() == [A, B] * 5 and (plain.lengths == 10).all()
+    assert greedy.tokens.tolist() == [[A, B, A, B, D, EOS]] * n
+    assert sum(repeats_a_trigram(row) for row in sampled.tokens.tolist()) > n // 20
+    expected = torch.log(looping_table()[teacher_forcing_input(sampled.tokens, PAD, EOS), sampled.tokens])
+    decoded = sampled.tokens.ne(PAD)
+    torch.testing.assert_close(sampled.log_probs[decoded], expected[decoded])
+
+
+def test_the_criterion_blocks_its_greedy_baseline_when_asked():
+    scr = criterion(rl_baseline_block_ngram=3, rl_max_len_b=10, coverage_lambda=0.0)
+    seen = spy_on_rewards(scr)
+    scr(scripted_model(looping_table(floor=1e-3)).eval(), batch())  # the ML loss needs p(reference) > 0
+    assert seen["greedy"].tokens.tolist() == [[A, B, A, B, D, EOS]] * 2
+
+
 VARIANTS = {
     "pgn": (tiny_model, {}),
     "pgn_no_copy_no_coverage": (tiny_model, {"no_copy": True, "no_coverage": True}),
@@ -594,6 +639,7 @@ def test_a_non_finite_distribution_while_decoding_is_a_non_finite_batch():
     ({"rl_reward": "rouge7x"}, "--rl-reward"),
     ({"rl_max_len_b": 0}, "--rl-max-len-a 0.0 --rl-max-len-b 0"),
     ({"rl_sentence_rewards": True, "rl_sentence_end": "zz yy"}, "--rl-sentence-end 'zz yy': none of these"),
+    ({"rl_baseline_block_ngram": -1}, "--rl-baseline-block-ngram must be >= 0"),
 ])
 def test_bad_options_are_named(options, message):
     with pytest.raises(ValueError, match=re.escape(message)):

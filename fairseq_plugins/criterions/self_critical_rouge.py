@@ -31,6 +31,10 @@ How one batch is computed (the same code for every architecture; nothing model-s
      (``sample_penalty``; self_critical_cohesion's L_SEM).
   The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
   ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
+``--rl-baseline-block-ngram N`` decodes y^g with n-gram blocking, as beam search decodes at test time with
+``--block-ngram-repeat N`` (Rennie et al.'s baseline is the test-time decoding).  Plain argmax (the default,
+Paulus et al.'s) can loop until the length limit: then almost any shorter sample beats the baseline, and the
+advantage mostly rewards ending early (issue 20, docs/results/dca2018_cnndm.md).  The samples are never blocked.
 ``--rl-score-in-sampling`` replaces steps 1 and 4: y^s is sampled with gradient (``score=True``), so the decoder
 steps that draw y^s_t keep their graph and give log p(y^s_t | y^s_<t, x) (``model.get_target_log_probs``) and
 the decoder states (for ``sample_penalty``); y^g is then decoded on its own without gradient.  The probability
@@ -114,6 +118,7 @@ from fairseq_plugins.criterions.focal_copy_coverage import (
     target_log_probs,
 )
 from fairseq_plugins.criterions.nonfinite import NonFinitePolicy
+from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
 from fairseq_plugins.generation.sampling import FreeRun, encoder_input, sample_and_greedy, teacher_forcing_input
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
 from fairseq_plugins.text.markers import marker_index
@@ -143,6 +148,10 @@ class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
     rl_max_len_a: float = field(
         default=0.0, metadata={"help": "decode y^s and y^g up to a * source length + b tokens (this is a)"})
     rl_max_len_b: int = field(default=100, metadata={"help": "... and this is b (Paulus et al.: 100)"})
+    rl_baseline_block_ngram: int = field(
+        default=0, metadata={"help": "decode the greedy baseline y^g with n-gram blocking, as beam search with "
+                                     "--block-ngram-repeat N decodes at test time (a baseline that cannot loop "
+                                     "to the length limit); 0 (default): plain argmax, as Paulus et al."})
     rl_dropout: bool = field(
         default=False, metadata={"help": "keep dropout on while sampling and scoring y^s (default off: the "
                                          "sampled and the differentiated distribution are the same)"})
@@ -269,6 +278,9 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         if cfg.rl_max_len_a < 0 or cfg.rl_max_len_b < 0 or (cfg.rl_max_len_a == 0 and cfg.rl_max_len_b < 1):
             raise ValueError(f"--rl-max-len-a {cfg.rl_max_len_a} --rl-max-len-b {cfg.rl_max_len_b}: a summary "
                              f"must be allowed at least one token (both >= 0, and b >= 1 when a is 0)")
+        if cfg.rl_baseline_block_ngram < 0:
+            raise ValueError(f"--rl-baseline-block-ngram must be >= 0 (0: no blocking), not "
+                             f"{cfg.rl_baseline_block_ngram}")
         if cfg.rl_log_samples < 0:
             raise ValueError(f"--rl-log-samples must be >= 0, not {cfg.rl_log_samples}")
         if cfg.rl_mix == "paper" and cfg.rl_normalization != "sequence":
@@ -286,6 +298,8 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         self.reward = RougeReward(parse_reward(cfg.rl_reward), self.pad, self.eos, dictionary.unk(),
                                   lcs_backend=cfg.rl_lcs_backend)
         self.sentence_end = self.sentence_end_ids(cfg, dictionary) if cfg.rl_sentence_rewards else None
+        self.blocker = (NGramBlocker(cfg.rl_baseline_block_ngram, ignore_ids(dictionary, None))
+                        if cfg.rl_baseline_block_ngram else None)
         self.oov_file = cfg.rl_oov_file or self.default_oov_file(task)
         self._oov_words: Optional[List[List[str]]] = None
         self.calls = 0  # training forward calls in this process (for --rl-log-samples without an update number)
@@ -369,7 +383,7 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         (``FreeRun.scored``)."""
         with dropout_off(model, not self.cfg.rl_dropout):
             return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
-                                     encoder_out=encoder_out,
+                                     encoder_out=encoder_out, blocker=self.blocker,
                                      score=encoder_out is not None and self.cfg.rl_score_in_sampling)
 
     def max_lengths(self, model, sample) -> Tensor:

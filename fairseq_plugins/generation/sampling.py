@@ -24,6 +24,11 @@ what the losses take the log of), and the decoder states of those steps: the pro
 the one sampled with by construction (dropout masks included), and no second pass over the summary is needed.
 As rows finish they leave the batch, so the graph (and its backward pass) covers each row's own length only, where
 a teacher-forced pass over a batch of samples computes every row up to the longest one.
+
+Blocking (``blocker``, an ``NGramBlocker``).  The greedy rows may be decoded as beam search decodes at test time
+with ``--block-ngram-repeat N``: a continuation that would repeat an n-gram of the row gets probability 0 before
+the argmax.  The sampling rows are never blocked (a sample is drawn from the model's own distribution, the one
+the estimator differentiates).
 """
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -31,6 +36,7 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
+from fairseq_plugins.generation.ngram_blocking import NGramBlocker
 from fairseq_plugins.modules.step_gradient import share_each
 
 
@@ -112,7 +118,7 @@ class StepScores:
 
 def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tensor,
              source_rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
-             encoder_out=None, score: bool = False) -> FreeRun:
+             encoder_out=None, score: bool = False, blocker: Optional[NGramBlocker] = None) -> FreeRun:
     """Decode one summary per row without teacher forcing.
 
     Args:
@@ -128,15 +134,17 @@ def free_run(model, net_input: Dict[str, Tensor], greedy: Tensor, max_len: Tenso
             teacher-forced passes); default: the encoder runs here.
         score: keep the graph of the decoder steps (when gradients are enabled) and return log p of the drawn
             tokens with gradient, and the decoder states (module docstring); otherwise nothing records gradients.
+        blocker: n-gram blocking of the greedy rows (module docstring); default none.
     Returns:
         a ``FreeRun`` of R rows.
     """
     with torch.set_grad_enabled(score and torch.is_grad_enabled()):
-        return decode_rows(model, net_input, greedy, max_len, source_rows, generator, encoder_out, score)
+        return decode_rows(model, net_input, greedy, max_len, source_rows, generator, encoder_out, score, blocker)
 
 
 def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: Optional[Tensor],
-                generator: Optional[torch.Generator], encoder_out, score: bool) -> FreeRun:
+                generator: Optional[torch.Generator], encoder_out, score: bool,
+                blocker: Optional[NGramBlocker] = None) -> FreeRun:
     """``free_run``'s loop (its arguments)."""
     dictionary = model.decoder.dictionary
     pad, eos, bos = dictionary.pad(), dictionary.eos(), dictionary.bos()
@@ -162,7 +170,8 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
         net_output = model.decoder(prefix, encoder_out=encoder_out, incremental_state=incremental_state)
         with torch.no_grad():
             probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
-            choice, bad = choose(probs, drawn, pad, eos, bos, generator)  # R' each
+            allowed = probs if blocker is None else blocked(probs, blocker, tokens[active, :t], greedy[active])
+            choice, bad = choose(allowed, drawn, pad, eos, bos, generator)  # R' each
             chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
         if scores is not None:
             scores.add(model, net_output, choice, active, t)
@@ -186,6 +195,13 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
         return FreeRun(tokens[:, :width], lengths, log_probs[:, :width], nonfinite)
     scored, states = scores.gathered(width)  # R x T, R x T x H
     return FreeRun(tokens[:, :width], lengths, scored, nonfinite, scored=True, states=states)
+
+
+def blocked(probs: Tensor, blocker: NGramBlocker, generated: Tensor, rows: Tensor) -> Tensor:
+    """``probs`` (R' x V) with every continuation that would repeat an n-gram of ``generated`` (R' x t, the
+    tokens so far) at 0 in the rows ``rows`` (R' bool); a copy, the model's own probabilities stay as they are."""
+    banned = blocker.block(generated, torch.zeros_like(probs)).isinf()  # R' x V
+    return probs.masked_fill(banned & rows.unsqueeze(1), 0.0)
 
 
 def choose(probs: Tensor, drawn: Tensor, pad: int, eos: int, bos: int, generator: Optional[torch.Generator]):
@@ -219,9 +235,11 @@ def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
 
 
 def sample_and_greedy(model, net_input: Dict[str, Tensor], max_len: Tensor,
-                      generator: Optional[torch.Generator] = None, encoder_out=None, score: bool = False):
-    """y^s (a sample) and y^g (the greedy summary) of every document from one encoder pass (``encoder_out``,
-    else computed here).  ``max_len``: B.  Returns (FreeRun of the samples, FreeRun of the greedy summaries).
+                      generator: Optional[torch.Generator] = None, encoder_out=None, score: bool = False,
+                      blocker: Optional[NGramBlocker] = None):
+    """y^s (a sample) and y^g (the greedy summary, with ``blocker``'s n-gram blocking when given) of every
+    document from one encoder pass (``encoder_out``, else computed here).  ``max_len``: B.  Returns (FreeRun of
+    the samples, FreeRun of the greedy summaries).
 
     Without ``score`` both are decoded together as 2B rows, without gradient.  With ``score`` the samples are
     decoded with gradient (``free_run``'s ``score``), and the greedy summaries on their own without: in one
@@ -235,12 +253,12 @@ def sample_and_greedy(model, net_input: Dict[str, Tensor], max_len: Tensor,
         sampled = free_run(model, net_input, torch.zeros(bsz, dtype=torch.bool, device=device), max_len,
                            generator=generator, encoder_out=encoder_out, score=True)
         greedy = free_run(model, net_input, torch.ones(bsz, dtype=torch.bool, device=device), max_len,
-                          encoder_out=encoder_out)
+                          encoder_out=encoder_out, blocker=blocker)
         return sampled, greedy
     greedy = torch.cat([torch.zeros(bsz, dtype=torch.bool, device=device),
                         torch.ones(bsz, dtype=torch.bool, device=device)])
     run = free_run(model, net_input, greedy, max_len.repeat(2), source_rows=documents.repeat(2),
-                   generator=generator, encoder_out=encoder_out)
+                   generator=generator, encoder_out=encoder_out, blocker=blocker)
     return run.select(documents), run.select(documents + bsz)
 
 

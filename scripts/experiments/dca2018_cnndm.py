@@ -28,9 +28,10 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
 ``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
-and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and three controls
+and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and four controls
 of row 6, each from row 5 for --rl-updates updates at row 6's learning rate (RL_CONTROLS): row 5 continued with
-its own loss (the reward or the extra updates?), RL with gamma 0.97, and RL without the sampled summaries' L_SEM.
+its own loss (the reward or the extra updates?), RL with gamma 0.97, RL without the sampled summaries' L_SEM, and
+RL with a trigram-blocked greedy baseline.
 
 Our rows 3 and 4 differ from the poster's in one respect: the poster adds communication and the multi-agent
 pointer in one step (row 4).  Rows 1-2 copy (pgn_lstm's pointer); a row 3 that could not copy would lose to
@@ -84,12 +85,15 @@ RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small", f"{RL_OPTIONS} --rl-g
 # learning rate: row 5 continued with its own ML + SEM loss (continued training or the reward?); RL with gamma 0.97
 # (DCA_AND_PAULUS.md's guess for the DCA paper, where Paulus et al.'s 0.9984 leaves the ML part ~0.002 of the
 # weight: does RL keep the ML part's progress?); RL without the sampled summaries' L_SEM (does that term, far
-# stronger against the likelihood under RL than under ML, cause the repeats?).
+# stronger against the likelihood under RL than under ML, cause the repeats?); RL with a greedy baseline decoded
+# with trigram blocking, as the test-time beam search (the plain argmax baseline runs to the length limit).
 RL_CONTROLS = [
     ("control:6_ml_continued", "5:agents_comm_caa", "dca_lstm_cnndm_small", "--lr 0.0001"),
     ("control:6_rl_gamma_0.97", "5:agents_comm_caa", "dca_lstm_cnndm_small", f"{RL_OPTIONS} --rl-gamma 0.97"),
     ("control:6_rl_no_sample_sem", "5:agents_comm_caa", "dca_lstm_cnndm_small",
      f"{RL_OPTIONS} --rl-gamma 0.9984 --no-sample-cohesion"),
+    ("control:6_rl_blocked_baseline", "5:agents_comm_caa", "dca_lstm_cnndm_small",
+     f"{RL_OPTIONS} --rl-gamma 0.9984 --rl-baseline-block-ngram 3"),
 ]
 DECODES = ("beam", "beam+block --block-ngram-repeat 3", "beam+block_no_q --block-ngram-repeat 3 --block-ignore '<q>'")
 
