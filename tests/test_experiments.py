@@ -96,6 +96,59 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # no record: cannot be checked
 
 
+class DecodingExperiment(Experiment):
+    """Counts the decodes; each writes 3 summaries and a log."""
+
+    def __init__(self, work):
+        super().__init__("test", work)
+        self.decodes = 0
+
+    def run(self, cmd, log_name, stdout=None):
+        self.decodes += 1
+        hyps = Path(cmd[cmd.index("--output") + 1])
+        hyps.write_text("a .\nb .\nc .\n")
+        (self.logs / log_name).write_text("Translated 3 sentences\n")
+        return 1.0
+
+
+def test_a_decode_is_reused_only_with_the_same_command_checkpoint_test_data_and_code(tmp_path, monkeypatch):
+    code = tmp_path / "beam.py"
+    code.write_text("beam = 4\n")
+    monkeypatch.setattr(compare, "decoding_code", lambda: [code])
+    data, model = tmp_path / "data", tmp_path / "model"
+    (data / "bin").mkdir(parents=True)
+    (data / "prep.json").write_text("{}")
+    (data / "bin" / "test.src-tgt.src.bin").write_bytes(b"doc")
+    model.mkdir()
+    (model / "checkpoint_best.pt").write_bytes(b"weights")
+    exp = DecodingExperiment(tmp_path / "work")
+    hyps = exp.work / "outputs" / "pgn:1.beam.txt"
+    hyps.parent.mkdir()
+
+    def decodes(*options):
+        before = exp.decodes
+        compare.decode(exp, ["generate.sh", "--output", str(hyps), *options], data, model, hyps, "generate.log", 3)
+        return exp.decodes - before
+
+    assert decodes() == 1 and decodes() == 0 and hyps.with_name("pgn:1.beam.decode.json").is_file()
+    assert decodes("--block-ngram-repeat", "3") == 1 and decodes("--block-ngram-repeat", "3") == 0
+    (model / "checkpoint_best.pt").write_bytes(b"retrained")
+    assert decodes("--block-ngram-repeat", "3") == 1
+    code.write_text("beam = 5\n")
+    assert decodes("--block-ngram-repeat", "3") == 1
+    (data / "bin" / "test.src-tgt.src.bin").write_bytes(b"other doc")
+    assert decodes("--block-ngram-repeat", "3") == 1
+    hyps.write_text("a .\n")  # a summary file cut short
+    assert decodes("--block-ngram-repeat", "3") == 1 and decodes("--block-ngram-repeat", "3") == 0
+
+
+def test_the_decoding_code_is_the_plugins_without_the_criterions_and_generate_sh():
+    files = compare.decoding_code()
+    assert ROOT / "generate.sh" in files and ROOT / "fairseq_plugins" / "generation" / "sampling.py" in files
+    assert ROOT / "fairseq_plugins" / "models" / "dca_lstm.py" in files and ROOT / "configs" / "cnndm_small.conf" in files
+    assert not any("criterions" in f.parts for f in files)
+
+
 def test_a_label_with_a_colon_gets_a_folder_fairseq_can_load(tmp_path):
     exp = RecordingExperiment(tmp_path)
     model, _ = compare.train(exp, tmp_path / "data", ("control:lstm", "lcsts_char_lstm", [], None, 5), False)

@@ -25,8 +25,12 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
      characters), novel bigrams and copied sentences against the test sources (summ-analyze's definitions),
      mean length, decode sentences/s (fairseq's own timing of the generation);
   4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
-A system whose training finished in WORK is reused (its decode rows are recomputed) only when its recorded
-training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
+A decode is reused (its summaries; ROUGE and the other figures are recomputed) only when its record
+(OUTPUTS/NAME.decode.json: the generate.sh command, and the SHA-256 of the checkpoint, of the test data as
+prepared and of the decoding code, i.e. generate.sh, configs/ and fairseq_plugins/ without its criterions) equals
+this run's and the summaries and the
+generate log are complete; else it runs again.  A system whose training finished in WORK is reused only when its
+recorded training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
 prep.json and, for --continue, the parent's record) equals this run's exactly; a changed, unrecorded or
 interrupted one is trained again from the start, and the log says why.  --retrain trains every system again.  The table goes
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
@@ -36,6 +40,7 @@ first (host, pid, Slurm job); every system's checkpoint folder is locked by trai
 updates on a slice of ../shared/data, parameters, memory, s/update and the whole run's FLOPs; WORK/dry_run/).
 """
 import argparse
+import hashlib
 import json
 import shlex
 import shutil
@@ -254,15 +259,54 @@ def checkpoint_stats(exp: Experiment, data: Path, model: Path, label: str) -> di
     return {f"valid_{key}": value for key, value in json.loads(stats.read_text(encoding="utf-8")).items()}
 
 
-def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, decode, lang: str, n_test: int):
-    decode_label, decode_extra = decode
+def sha256(paths) -> str:
+    """One SHA-256 over the files ``paths`` (their paths relative to the repository, and their bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def decoding_code() -> list:
+    """The files a decode's summaries depend on besides the checkpoint: generate.sh, the configs and
+    fairseq_plugins/ without its criterions (which only training reads)."""
+    plugins = [p for p in (ROOT / "fairseq_plugins").rglob("*.py") if "criterions" not in p.parts]
+    return [ROOT / "generate.sh", *(ROOT / "configs").glob("*.conf"), *plugins]
+
+
+def test_data(data: Path) -> list:
+    """The prepared files a decode of the test split reads."""
+    return [data / "prep.json", *(data / "bin").glob("dict*.txt"), *(data / "bin").glob("test.*"),
+            *(data / "tok").glob("test.*")]
+
+
+def decode(exp: Experiment, cmd: list, data: Path, model: Path, hyps: Path, log_name: str, n_test: int) -> None:
+    """Runs the decode ``cmd`` (generate.sh, writing ``hyps``), unless a finished decode with the same record
+    (command, checkpoint, test data, decoding code) is there already."""
+    record = hyps.with_name(hyps.stem + ".decode.json")
+    want = {"command": list(map(str, cmd)), "checkpoint_sha256": sha256([model / "checkpoint_best.pt"]),
+            "test_data_sha256": sha256(test_data(data)), "code_sha256": sha256(decoding_code())}
+    done = (record.is_file() and hyps.is_file() and (exp.logs / log_name).is_file()
+            and json.loads(record.read_text(encoding="utf-8")) == want and len(read_lines(hyps)) == n_test)
+    if done:
+        exp.log(f"reusing the decode in {hyps} (same command, checkpoint and decoding code)")
+        return
+    record.unlink(missing_ok=True)
+    exp.run(cmd, log_name)
+    record.write_text(json.dumps(want, indent=1) + "\n", encoding="utf-8")
+
+
+def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, decode_spec, lang: str,
+             n_test: int):
+    decode_label, decode_extra = decode_spec
     name = f"{label}.{decode_label}"
     hyps = exp.work / "outputs" / f"{name}.txt"
     hyps.parent.mkdir(exist_ok=True)
     # --verbose: fairseq's messages into this log, where decode_facts reads its "Translated ..." timing;
     # --no-detok: the summaries as ROUGE and the repetition counts read them (the tokens), as in every table
-    exp.run([ROOT / "generate.sh", "--verbose", "--no-detok", "-c", config, "--split", "test", "--output", hyps, data, model,
-             *shlex.split(decode_extra)], f"generate_{name}.log")
+    decode(exp, [ROOT / "generate.sh", "--verbose", "--no-detok", "-c", config, "--split", "test", "--output", hyps,
+                 data, model, *shlex.split(decode_extra)], data, model, hyps, f"generate_{name}.log", n_test)
     summaries = read_lines(hyps)
     if len(summaries) != n_test:
         exp.fail(f"{hyps} has {len(summaries)} lines for {n_test} test documents")
@@ -349,8 +393,8 @@ def run_local(exp: Experiment, args) -> None:
     for system in systems(args):
         label, config = system[:2]
         model, trained[label] = train(exp, data, system, args.retrain)
-        for decode in args.decode:
-            rows.append(evaluate(exp, data, label, config, model, decode, lang, counts["test"]))
+        for spec in args.decode:
+            rows.append(evaluate(exp, data, label, config, model, spec, lang, counts["test"]))
     write_table(exp, args, rows, trained, counts, lang, started)
 
 
