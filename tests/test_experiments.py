@@ -270,14 +270,17 @@ def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_pat
     entries = [per_doc("1:single_mle", [0.2, 0.3]), per_doc("2:single_sem", [0.3, 0.3]),
                per_doc("3:agents_no_comm", [0.3, 0.4]), per_doc("1:single_mle_seed2", [0.1, 0.1]),
                per_doc("3:agents_no_comm_seed2", [0.2, 0.2]), per_doc("5:agents_comm_caa", [0.3, 0.3]),
-               per_doc("control:6_ml_continued", [0.3, 0.2]), per_doc("6:rl", [0.2, 0.2])]
+               per_doc("control:6_ml_continued", [0.3, 0.2]), per_doc("6:rl", [0.2, 0.2]),
+               per_doc("control:6_rl_gamma_0.97", [0.3, 0.3])]
     rows = report.significance_table(entries, "beam")[4:]
     pairs = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows]
     assert pairs == [("2:single_sem", "1:single_mle"), ("3:agents_no_comm", "1:single_mle"),
                      ("3:agents_no_comm", "2:single_sem"), ("3:agents_no_comm_seed2", "1:single_mle_seed2"),
                      ("5:agents_comm_caa", "1:single_mle"),  # its row above (4) is not among the entries
                      ("control:6_ml_continued", "1:single_mle"), ("control:6_ml_continued", "5:agents_comm_caa"),
-                     ("6:rl", "1:single_mle"), ("6:rl", "5:agents_comm_caa"), ("6:rl", "control:6_ml_continued")]
+                     ("6:rl", "1:single_mle"), ("6:rl", "5:agents_comm_caa"), ("6:rl", "control:6_ml_continued"),
+                     ("control:6_rl_gamma_0.97", "1:single_mle"), ("control:6_rl_gamma_0.97", "6:rl"),
+                     ("control:6_rl_gamma_0.97", "control:6_ml_continued")]
     assert rows[0].split("|")[3].strip().startswith("+5.00 [+0.00, +10.00]")  # B - A = (+10, 0) points
 
 
