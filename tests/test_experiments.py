@@ -323,6 +323,33 @@ def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path
                                                                              ("1:single_mle", 25.5)]
 
 
+def test_dca2018_report_lists_a_system_decoded_in_two_runs_once_and_refuses_two_versions(tmp_path):
+    """Row 5 decoded again in the folder of a continued system: listed once (from the first run) when its
+    summaries are the same; different summaries under one label stop the report naming both folders."""
+    import dca2018_report as report
+
+    class FakeRun:
+        def __init__(self, work, rows):
+            self.work, self.rows, self.trained = work, rows, {}
+            (work / "outputs").mkdir(parents=True)
+
+        def per_doc(self, name):
+            return self.work / f"{name}.tsv"
+
+    row5 = {"system": "5:agents_comm_caa", "decode": "beam"}
+    first = FakeRun(tmp_path / "b", [dict(row5)])
+    second = FakeRun(tmp_path / "d", [dict(row5), {"system": "control:6_rl_gamma_0.97", "decode": "beam"}])
+    for run in (first, second):
+        for row in run.rows:
+            (run.work / "outputs" / f"{report.output_name(row)}.txt").write_text("a .\nb .\n")
+    entries = report.collect([first, second])
+    assert [(e["system"], e["run"]) for e in entries] == [("5:agents_comm_caa", first),
+                                                          ("control:6_rl_gamma_0.97", second)]
+    (second.work / "outputs" / "5:agents_comm_caa.beam.txt").write_text("a .\nc .\n")
+    with pytest.raises(SystemExit, match="5:agents_comm_caa.beam has other summaries in .*/d than in .*/b"):
+        report.collect([first, second])
+
+
 def test_a_failed_system_keeps_its_row_marked_with_its_log():
     rouge = {"ROUGE-1": 30.0, "ROUGE-2": 10.0, "ROUGE-L": 25.0}
     rows = [{"system": "ok", "decode": "beam", "rouge": rouge}, {"system": "broken", "failed": "logs/train_broken.log"}]

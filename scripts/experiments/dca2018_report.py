@@ -153,15 +153,25 @@ def archive(work: Path, dest: Path) -> List[Path]:
 
 
 def collect(runs: Sequence[Run]) -> List[Dict]:
-    """Every system x decoding of every run, with its per-document scores' path and its summaries."""
-    entries = []
+    """Every system x decoding of every run, with its per-document scores' path and its summaries.  A system
+    decoded in several runs (a parent decoded again where a continued system was trained) is listed once, from
+    the first run, when its summaries are the same in each; different summaries under one label stop the report
+    with both folders named."""
+    entries, seen = [], {}
     for run in runs:
         for row in run.rows:
             name = output_name(row)
-            entry = dict(row, run=run, per_doc=run.per_doc(name),
-                         summaries=read_lines(run.work / "outputs" / f"{name}.txt"),
+            summaries = read_lines(run.work / "outputs" / f"{name}.txt")
+            if name in seen:
+                first = seen[name]
+                if first["summaries"] != summaries:
+                    raise SystemExit(f"dca2018_report: {name} has other summaries in {run.work} than in "
+                                     f"{first['run'].work}: report one of them")
+                continue
+            entry = dict(row, run=run, per_doc=run.per_doc(name), summaries=summaries,
                          trained=run.trained.get(row["system"], {}))
             entries.append(entry)
+            seen[name] = entry
     return entries
 
 
