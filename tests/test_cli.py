@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import abstractiveness, files2rouge, rouge155  # noqa: E402
 from fairseq_plugins.text import convert, prepare, restore  # noqa: E402
 from fairseq_plugins.text.tokenization import Tokenizer, display_text  # noqa: E402
-from fairseq_plugins.tools import attention_stats, average_checkpoints, rouge_significance, visualize_attention  # noqa
+from fairseq_plugins.tools import attention_stats, average_checkpoints, rl_stats, rouge_significance, visualize_attention  # noqa
 
 VERSION = re.compile(r"^\S+ \(fairseq-summarization-plugins \d+\.\d+\.\d+\)$")
 TRAIN_SRC = ["the town of Smallville has a mayor .", "a mayor of the press met the town ."]
@@ -58,7 +58,8 @@ def generated(path, hypotheses):
 TOOLS = [average_checkpoints, rouge_significance, visualize_attention, attention_stats]
 
 
-@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness, *TOOLS])
+@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness, rl_stats,
+                                    *TOOLS])
 def test_version_everywhere(module, capsys):
     status, out, _ = main_status(module, ["--version"], capsys)
     assert status == 0 and VERSION.match(out.strip()), out
@@ -75,6 +76,13 @@ def test_the_moved_scripts_are_installed_commands_and_their_old_paths_shims():
         public = [key for key in vars(module) if not key.startswith("_")]
         assert all(getattr(old, key) is getattr(module, key) for key in public) and old.main is module.main
     assert scripts["summ-files2rouge"] == scripts["files2rouge"]  # a name that shadows no other tool
+
+
+def test_rl_stats_names_a_missing_checkpoint_and_wants_one(tmp_path, capsys):
+    status, _, err = main_status(rl_stats, [tmp_path / "none.pt", "--data", tmp_path], capsys)
+    assert status == 2 and f"{tmp_path / 'none.pt'}: no such checkpoint" in err
+    status, _, err = main_status(rl_stats, ["--data", tmp_path], capsys)
+    assert status == 2 and "CHECKPOINT" in err  # argparse: at least one checkpoint
 
 
 def checkpoint(path, updates, config, **tensors):

@@ -279,7 +279,8 @@ def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_pat
                      ("5:agents_comm_caa", "1:single_mle"),  # its row above (4) is not among the entries
                      ("control:6_ml_continued", "1:single_mle"), ("control:6_ml_continued", "5:agents_comm_caa"),
                      ("6:rl", "1:single_mle"), ("6:rl", "5:agents_comm_caa"), ("6:rl", "control:6_ml_continued"),
-                     ("control:6_rl_gamma_0.97", "1:single_mle"), ("control:6_rl_gamma_0.97", "6:rl"),
+                     ("control:6_rl_gamma_0.97", "1:single_mle"),
+                     ("control:6_rl_gamma_0.97", "5:agents_comm_caa"), ("control:6_rl_gamma_0.97", "6:rl"),
                      ("control:6_rl_gamma_0.97", "control:6_ml_continued")]
     assert rows[0].split("|")[3].strip().startswith("+5.00 [+0.00, +10.00]")  # B - A = (+10, 0) points
 

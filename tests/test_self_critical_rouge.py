@@ -1,5 +1,6 @@
 """self_critical_rouge: free-running sampling, the reward, eq 15's direction, eq 16's mixture with the ML loss,
 and RL updates through plain fairseq-train from an ML checkpoint for every architecture."""
+import json
 import logging
 import math
 import re
@@ -703,10 +704,17 @@ def test_rl_updates_from_an_ml_checkpoint_through_fairseq_train(data, ml_checkpo
         assert all(math.isfinite(v) for v in update.values()), update
         assert 0 <= update["reward_sample"] <= 1 and 0 <= update["beat_baseline"] <= 1
         assert 0 <= update["sample_len"] <= 12
-    valid = re.search(r"valid on 'valid' subset .*\| reward_greedy ([\d.]+) \|", log)
+    valid = re.search(r"valid on 'valid' subset .*\| reward_greedy ([\d.]+) \|.*\| greedy_len ([\d.]+) \|", log)
     assert valid, log[-3000:]  # validation decodes too
     assert re.search(r"self_critical_rouge sample at update \d+, dataset id \d+: reward [\d.]+ \(sample\)", log)
     assert (rl / "checkpoint_last.pt").exists()
+    # summ-rl-stats decodes the validation set as that validation did (the last one, with the saved weights)
+    stats = run(["summ-rl-stats", rl / "checkpoint_last.pt", "--data", data / "bin", "--max-len-b", "12",
+                 "--max-tokens", "2500"])
+    figures = json.loads(stats.stdout)
+    assert figures["documents"] == 16 and 0 <= figures["greedy_at_limit"] <= 1
+    assert abs(figures["reward_greedy"] - float(valid.group(1))) < 2e-3, (figures, valid.group(0))
+    assert abs(figures["greedy_len"] - float(valid.group(2))) < 0.1, (figures, valid.group(0))
 
 
 @pytest.mark.slow

@@ -197,8 +197,9 @@ COMPARED = {  # besides row 1: the poster's row above, and each control against 
     "5:agents_comm_caa": ("4:agents_comm",), "6:rl": ("5:agents_comm_caa", "control:6_ml_continued"),
     "control:6_ml_continued": ("5:agents_comm_caa",), "control:5_old_sem": ("5:agents_comm_caa",),
     "control:dca_one_agent": ("2:single_sem",),
-    # row 6's variants: against row 6 (what the one change does) and the ML continuation (the trivial control)
-    **{variant: ("6:rl", "control:6_ml_continued") for variant in (
+    # row 6's variants: against their start (row 5), row 6 (what the one change does) and the ML continuation
+    # (the trivial control)
+    **{variant: ("5:agents_comm_caa", "6:rl", "control:6_ml_continued") for variant in (
         "control:6_rl_gamma_0.97", "control:6_rl_no_sample_sem", "control:6_rl_blocked_baseline")},
 }
 
