@@ -197,6 +197,7 @@ COMPARED = {  # besides row 1: the poster's row above, and each control against 
     "5:agents_comm_caa": ("4:agents_comm",), "6:rl": ("5:agents_comm_caa", "control:6_ml_continued"),
     "control:6_ml_continued": ("5:agents_comm_caa",), "control:5_old_sem": ("5:agents_comm_caa",),
     "control:dca_one_agent": ("2:single_sem",),
+    "ref:pgn_coverage": ("2:single_sem", "5:agents_comm_caa"),  # See et al.'s model against the best rows
     # row 6's variants: against their start (row 5), row 6 (what the one change does) and the ML continuation
     # (the trivial control)
     **{variant: ("5:agents_comm_caa", "6:rl", "control:6_ml_continued") for variant in (
