@@ -273,7 +273,7 @@ class SelfCriticalCohesionCriterion(SelfCriticalRougeCriterion):
         even with --no-sample-cohesion, which leaves it out of the loss)."""
         cohesion = self.ml.cohesion(model, net_output, sampled.tokens).sum()
         weight = 0.0 if self.cfg.no_sample_cohesion else self.ml.cohesion_lambda
-        return weight * cohesion, {"cohesion_sample": cohesion.detach() if weight == 0.0 else cohesion}
+        return weight * cohesion, {"cohesion_sample": cohesion}
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -200,8 +200,11 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
 def blocked(probs: Tensor, blocker: NGramBlocker, generated: Tensor, rows: Tensor) -> Tensor:
     """``probs`` (R' x V) with every continuation that would repeat an n-gram of ``generated`` (R' x t, the
     tokens so far) at 0 in the rows ``rows`` (R' bool); a copy, the model's own probabilities stay as they are."""
-    banned = blocker.block(generated, torch.zeros_like(probs)).isinf()  # R' x V
-    return probs.masked_fill(banned & rows.unsqueeze(1), 0.0)
+    index = rows.nonzero().squeeze(1)  # G: only these rows are blocked
+    banned = blocker.block(generated[index], probs.new_zeros(index.numel(), probs.size(1))).isinf()  # G x V
+    allowed = probs.clone()
+    allowed[index] = probs[index].masked_fill(banned, 0.0)
+    return allowed
 
 
 def choose(probs: Tensor, drawn: Tensor, pad: int, eos: int, bos: int, generator: Optional[torch.Generator]):

@@ -20,7 +20,7 @@ sentence; scoring/rouge_reward.py).  Compared before and after RL fine-tuning it
 gradient improved the greedy decode or only the samples: docs/results/dca2018_cnndm.md has a run whose samples
 improved while its greedy summaries ran to the length limit.  The figures equal the ``reward_greedy``,
 ``reward_sample``, ``greedy_len`` and ``sample_len`` fairseq logs when it validates a self-critical run on the
-same split (tests/test_rl_stats.py).
+same split (tests/test_self_critical_rouge.py).
 """
 import argparse
 import json

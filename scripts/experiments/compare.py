@@ -28,9 +28,8 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
 A decode is reused (its summaries; ROUGE and the other figures are recomputed) only when its record
 (OUTPUTS/NAME.decode.json: the generate.sh command, and the SHA-256 of the checkpoint, of the test data as
 prepared and of the decoding code, i.e. generate.sh, configs/ and fairseq_plugins/ without its criterions) equals
-this run's and the summaries and the
-generate log are complete; else it runs again.  A system whose training finished in WORK is reused only when its
-recorded training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
+this run's and the summaries and the generate log are complete; else it runs again.  A system whose training
+finished in WORK is reused only when its recorded training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
 prep.json and, for --continue, the parent's record) equals this run's exactly; a changed, unrecorded or
 interrupted one is trained again from the start, and the log says why.  --retrain trains every system again.  The table goes
 to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
@@ -290,7 +289,7 @@ def decode(exp: Experiment, cmd: list, data: Path, model: Path, hyps: Path, log_
     done = (record.is_file() and hyps.is_file() and (exp.logs / log_name).is_file()
             and json.loads(record.read_text(encoding="utf-8")) == want and len(read_lines(hyps)) == n_test)
     if done:
-        exp.log(f"reusing the decode in {hyps} (same command, checkpoint and decoding code)")
+        exp.log(f"reusing the decode in {hyps} (same command, checkpoint, test data and decoding code)")
         return
     record.unlink(missing_ok=True)
     exp.run(cmd, log_name)
