@@ -29,10 +29,10 @@ A decode is reused (its summaries; ROUGE and the other figures are recomputed) o
 (OUTPUTS/NAME.decode.json: the generate.sh command, and the SHA-256 of the checkpoint, of the test data as
 prepared and of the decoding code, i.e. generate.sh, configs/ and fairseq_plugins/ without its criterions) equals
 this run's and the summaries and the generate log are complete; else it runs again.  A system whose training
-finished in WORK is reused only when its recorded training (MODEL/training.json: the train.sh options with --updates, the config file's text, the data's
-prep.json and, for --continue, the parent's record) equals this run's exactly; a changed, unrecorded or
-interrupted one is trained again from the start, and the log says why.  --retrain trains every system again.  The table goes
-to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
+finished in WORK is reused only when its recorded training (MODEL/training.json: the train.sh options with
+--updates, the config file's text, the data's prep.json and, for --continue, the parent's record) equals this
+run's exactly; a changed, unrecorded or interrupted one is trained again from the start, and the log says why.
+--retrain trains every system again.  The table goes to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
 WORK is locked (WORK/.lock) while the script runs: a second table in the same folder stops at once, naming the
 first (host, pid, Slurm job); every system's checkpoint folder is locked by train.sh as well.
 --dry-run budgets the table instead of running it (scripts/experiments/paper_scale.py: every system built, 3
