@@ -18,7 +18,7 @@ class RecordingExperiment(Experiment):
         super().__init__("test", work)
         self.commands = []
 
-    def run(self, cmd, log_name, stdout=None):
+    def run(self, cmd, log_name, stdout=None, append=False):
         if stdout is not None:  # attention_stats.py on the validation set
             self.stats_runs = getattr(self, "stats_runs", 0) + 1
             stdout.write_text('{"nll_bits": 3.25, "entropy": 2.0}\n')
@@ -28,7 +28,8 @@ class RecordingExperiment(Experiment):
         model = Path(positional[1])
         model.mkdir(parents=True, exist_ok=True)
         (model / "checkpoint_best.pt").write_bytes(b"new")
-        (self.logs / log_name).write_text("num_updates=7, wps=100\nnum_updates=9, wps=120\n")
+        with (self.logs / log_name).open("a" if append else "w") as log:
+            log.write("num_updates=7, wps=100\nnum_updates=9, wps=120\n")
         return 42.0
 
 
@@ -57,6 +58,33 @@ def test_an_interrupted_system_is_trained_again_and_a_finished_one_reused(tmp_pa
     assert len(exp.commands) == 1 and exp.stats_runs == 1  # finished: reused, with its statistics
     compare.train(exp, tmp_path / "data", system, retrain=True)
     assert len(exp.commands) == 2
+
+
+def test_an_interrupted_system_resumes_only_when_it_was_started_with_the_same_record(tmp_path):
+    """A session that ends mid-training loses only the work after the last checkpoint: the same training resumes
+    from checkpoint_last.pt (log appended, time of the attempts counted); one started otherwise starts again."""
+    exp = RecordingExperiment(tmp_path)
+    system = ("pgn", "lcsts_char", ["--copy"], None, 9)
+    want = compare.training_record(exp, tmp_path / "data", system)
+    model = interrupted_run(exp, "pgn")
+    (model / "checkpoint_last.pt").write_bytes(b"old last")
+    compare.mark_started(model, want, 60.0)
+    started = json.loads((model / compare.STARTED).read_text())
+    started["started_at"] -= 30.0  # its last checkpoint was saved 30 s after it started
+    (model / compare.STARTED).write_text(json.dumps(started))
+
+    trained, facts = compare.train(exp, tmp_path / "data", system, retrain=False)
+    assert len(exp.commands) == 1 and (model / "checkpoint_last.pt").read_bytes() == b"old last"  # resumed
+    assert (exp.logs / "train_pgn.log").read_text().startswith("num_updates=3\n")  # the first attempt's log kept
+    assert abs(facts["train_min"] * 60 - (60.0 + 30.0 + 42.0)) < 1.0
+    assert not (model / compare.STARTED).exists() and compare.read_record(model) == want
+
+    other = ("pgn", "lcsts_char", ["--copy"], None, 12)  # another budget: never resumed from this run
+    (model / "train_seconds").unlink()
+    compare.mark_started(model, want, 0.0)
+    compare.train(exp, tmp_path / "data", other, retrain=False)
+    assert len(exp.commands) == 2 and not (model / "checkpoint_last.pt").exists()  # removed: a fresh start
+    assert not (exp.logs / "train_pgn.log").read_text().startswith("num_updates=3")
 
 
 def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_path, monkeypatch):

@@ -31,7 +31,9 @@ prepared and of the decoding code, i.e. generate.sh, configs/ and fairseq_plugin
 this run's and the summaries and the generate log are complete; else it runs again.  A system whose training
 finished in WORK is reused only when its recorded training (MODEL/training.json: the train.sh options with
 --updates, the config file's text, the data's prep.json and, for --continue, the parent's record) equals this
-run's exactly; a changed, unrecorded or interrupted one is trained again from the start, and the log says why.
+run's exactly.  An interrupted training resumes from its checkpoint_last.pt when it was started with exactly
+this run's record (MODEL/training.started.json; its log is appended to, and its train minutes count each attempt
+up to its last checkpoint); a changed or unrecorded one is trained again from the start, and the log says why.
 --retrain trains every system again.  The table goes to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
 WORK is locked (WORK/.lock) while the script runs: a second table in the same folder stops at once, naming the
 first (host, pid, Slurm job); every system's checkpoint folder is locked by train.sh as well.
@@ -58,6 +60,7 @@ from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_f
 SPLITS = ("train", "valid", "test")
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
+STARTED = "training.started.json"  # beside a training under way: its record, when it started, earlier attempts
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,11 +209,36 @@ def train(exp: Experiment, data: Path, system, retrain: bool):
     verdict = "--retrain" if retrain else reuse_verdict(exp, model, log_name, want)
     if verdict is None:
         exp.log(f"{label}: reusing the finished training in {model} (same options, config, data and parent)")
-    else:
+        return model, trained_facts(exp, data, model, label)
+    earlier = None if retrain else resume_point(model, want)
+    if earlier is None:
         start_afresh(exp, model, label, verdict)
-        seconds = exp.run(train_command(exp, data, system), log_name)
-        record_training(model, want, seconds)
+    else:
+        exp.log(f"{label}: resuming the interrupted training from {model / 'checkpoint_last.pt'} (started with the "
+                f"same options, config, data and parent; {earlier / 60:.1f} min of training before it)")
+    mark_started(model, want, earlier or 0.0)
+    seconds = exp.run(train_command(exp, data, system), log_name, append=earlier is not None)
+    record_training(model, want, (earlier or 0.0) + seconds)
     return model, trained_facts(exp, data, model, label)
+
+
+def resume_point(model: Path, want: dict) -> Optional[float]:
+    """The seconds of training an interrupted run of exactly ``want`` saved in its checkpoint_last.pt (each
+    attempt from its start to its last checkpoint), or None when there is no such run to resume."""
+    started, last = model / STARTED, model / "checkpoint_last.pt"
+    if not started.is_file() or not last.is_file():
+        return None
+    run = json.loads(started.read_text(encoding="utf-8"))
+    if run.get("record") != want:
+        return None
+    return run["seconds_before"] + max(0.0, last.stat().st_mtime - run["started_at"])
+
+
+def mark_started(model: Path, want: dict, seconds_before: float) -> None:
+    """Written before train.sh runs, so that an interruption can be resumed (``resume_point``)."""
+    model.mkdir(parents=True, exist_ok=True)
+    started = {"record": want, "started_at": time.time(), "seconds_before": seconds_before}
+    (model / STARTED).write_text(json.dumps(started, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def start_afresh(exp: Experiment, model: Path, label: str, verdict: str) -> None:
@@ -237,6 +265,7 @@ def record_training(model: Path, want: dict, seconds: float) -> None:
     """A finished training: its record (``training_record``) and its time, which mark it reusable."""
     (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (model / "train_seconds").write_text(f"{seconds:.1f}\n")
+    (model / STARTED).unlink(missing_ok=True)
 
 
 def trained_facts(exp: Experiment, data: Path, model: Path, label: str) -> dict:

@@ -66,13 +66,14 @@ class Experiment:
     def fail(self, message: str):
         sys.exit(f"{self.name}: {message}")
 
-    def run(self, cmd: Sequence, log_name: str, stdout: Optional[Path] = None) -> float:
+    def run(self, cmd: Sequence, log_name: str, stdout: Optional[Path] = None, append: bool = False) -> float:
         """Runs ``cmd`` from the repository root with its stderr (and stdout unless ``stdout`` is given) in
-        logs/LOG_NAME; returns the wall time in seconds; exits with the log's tail on failure."""
+        logs/LOG_NAME (appended to with ``append``, e.g. a resumed training); returns the wall time in seconds;
+        exits with the log's tail on failure."""
         log_file = self.logs / log_name
         self.log(" ".join(map(str, cmd)) + f"   (log: {log_file})")
         start = time.time()
-        with log_file.open("w", encoding="utf-8") as err, \
+        with log_file.open("a" if append else "w", encoding="utf-8") as err, \
                 (stdout.open("w", encoding="utf-8") if stdout else open(os.devnull, "w")) as out:
             result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=self.env, stdout=out if stdout else err,
                                     stderr=err, stdin=subprocess.DEVNULL)
