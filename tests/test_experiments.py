@@ -261,8 +261,10 @@ def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatc
     calls.clear()
     monkeypatch.setattr(sys, "argv", ["dca2018_cnndm.py", "--work", str(tmp_path), "--controls"])
     dca2018_cnndm.main()
-    labels = [calls[0][i + 1].split()[0] for i, arg in enumerate(calls[0]) if arg == "--variant"]
-    assert labels[-2:] == ["control:5_old_sem", "control:dca_one_agent"] and len(labels) == 10
+    variants = [calls[0][i + 1].split() for i, arg in enumerate(calls[0]) if arg == "--variant"]
+    labels = [v[0] for v in variants]
+    assert labels[-3:] == ["control:5_old_sem", "control:dca_one_agent", "control:fairseq_lstm"]
+    assert len(labels) == 11 and variants[-1][1:] == ["cnndm_lstm"]  # fairseq's lstm as its config trains it
     continued = [calls[0][i + 1].split() for i, arg in enumerate(calls[0]) if arg == "--continue"]
     assert [c[0] for c in continued] == ["6:rl", "control:6_ml_continued", "control:6_rl_gamma_0.97",
                                          "control:6_rl_no_sample_sem", "control:6_rl_blocked_baseline"]

@@ -28,7 +28,8 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
 ``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
-and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), and four controls
+and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), fairseq's own
+``lstm`` at the same budget (configs/cnndm_lstm.conf: the trivial baseline every row must beat), and four controls
 of row 6, each from row 5 for --rl-updates updates at row 6's learning rate (RL_CONTROLS): row 5 continued with
 its own loss (the reward or the extra updates?), RL with gamma 0.97, RL without the sampled summaries' L_SEM, and
 RL with a trigram-blocked greedy baseline.
@@ -72,12 +73,13 @@ ROWS = [  # (label, config, extra options)
 ]
 # Run with --controls (or named in --only): the old semantic_cohesion (before issue 20: raw cosine, "after" the
 # delimiter without <q>, lambda 0.1 on the per-token mean ~ 6 in the paper's form), for the cohesion checks before
-# and after the fix; and one agent of dca_lstm (does it equal row 2?).
+# and after the fix; one agent of dca_lstm (does it equal row 2?); fairseq's lstm, the baseline every row must beat.
 CONTROLS = [
     ("control:5_old_sem", "dca_lstm_cnndm_small",
      "--cohesion-form cosine --cohesion-state after --cohesion-sentence-end '. ! ? 。 ！ ？' --cohesion-lambda 6"),
     ("control:dca_one_agent", "dca_lstm_cnndm_small",
      "--num-agents 1 --no-communication --no-contextual-agent-attention"),
+    ("control:fairseq_lstm", "cnndm_lstm", ""),
 ]
 RL_OPTIONS = "--criterion self_critical_cohesion --rl-reward rougeL --rl-max-len-b 100 --lr 0.0001"
 RL = ("6:rl", "5:agents_comm_caa", "dca_lstm_cnndm_small", f"{RL_OPTIONS} --rl-gamma 0.9984")
