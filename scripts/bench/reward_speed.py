@@ -24,6 +24,15 @@
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
          [--rl-args "--rl-max-len-b 40"] [--score-in-sampling-too] [--runs 3]
 
+3. The floor (--floor).  ``floor_speed`` times the parts no RL update of this design can do without,
+   each on its own: the ML update, one teacher-forced decoder pass over y^s (forward and backward) and the
+   greedy decode, and reports (ML + teacher-forced + greedy) / ML, the least RL/ML ratio any implementation of
+   the update can reach on this machine; also y^s decoded with gradient in its own steps, whose excess over the
+   teacher-forced pass is the price of stepping with gradient.
+
+     python scripts/bench/reward_speed.py --floor --data-bin DATA/bin [--checkpoint ML/checkpoint_best.pt]
+         [the options of --updates]
+
    scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
    sys.path): it returns the figures as a dict (see its docstring).
 
@@ -31,6 +40,7 @@ Set OMP_NUM_THREADS=1 on a machine shared with other jobs.
 """
 import argparse
 import copy
+import dataclasses
 import random
 import shlex
 import statistics
@@ -237,6 +247,76 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     return result
 
 
+def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(), rl_args=(), ml_args=(),
+                batches: int = 10, rounds: int = 2, max_tokens: int = 4000) -> dict:
+    """The least an RL update of this design can cost, against one ML update: the ML update itself, plus one
+    teacher-forced decoder pass (forward and backward) over y^s, plus the greedy decode of y^g, each timed apart
+    on the same batches (the encoder's share is in the ML update: the criterion shares one encoder pass).
+
+    Also times y^s decoded with gradient in its own steps (--rl-score-in-sampling's way, forward and backward):
+    its excess over the teacher-forced pass is what stepping with gradient costs.  The samples, their lengths and
+    the greedy summaries are the RL criterion's own (its --rl-max-len-b, blocking, dropout off).  Returns seconds
+    per batch: "ml_update", "teacher_forced", "scored_sampling", "greedy", and "floor_ratio" =
+    (ml_update + teacher_forced + greedy) / ml_update."""
+    import torch
+
+    from fairseq_plugins.generation.sampling import free_run
+
+    cfg, task, model, ml_criterion = build(Path(data_bin), arch, ["--criterion", "focal_copy_coverage", *ml_args],
+                                           list(extra), max_tokens)
+    rl_criterion = build(Path(data_bin), arch, ["--criterion", "self_critical_rouge", *ml_args, *rl_args],
+                         list(extra), max_tokens)[3]
+    if checkpoint:
+        from fairseq import checkpoint_utils
+
+        model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))["model"], strict=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    seconds = dict.fromkeys(("ml_update", "teacher_forced", "scored_sampling", "greedy"), 0.0)
+
+    def timed(key, work):
+        start = time.perf_counter()
+        out = work()
+        if round_index > 0:
+            seconds[key] += time.perf_counter() - start
+        return out
+
+    data = first_batches(cfg, task, batches)
+    for round_index in range(rounds + 1):  # round 0 warms up
+        for batch in data:
+            model.train()
+            optimizer.zero_grad()
+            timed("ml_update", lambda: (ml_criterion(model, batch)[0].backward(), optimizer.step()))
+            optimizer.zero_grad()
+            model.eval()  # the criterion decodes and scores y^s with dropout off (its default)
+            with torch.no_grad():
+                encoder_out = model.encoder(**{k: v for k, v in batch["net_input"].items()
+                                               if k != "prev_output_tokens"})
+            max_len = rl_criterion.max_lengths(model, batch)
+            rows = max_len.size(0)
+            with torch.no_grad():
+                timed("greedy", lambda: free_run(model, batch["net_input"], torch.ones(rows, dtype=torch.bool),
+                                                 max_len, encoder_out=encoder_out, blocker=rl_criterion.blocker))
+            scored = timed("scored_sampling", lambda: free_run(
+                model, batch["net_input"], torch.zeros(rows, dtype=torch.bool), max_len, encoder_out=encoder_out,
+                score=True))
+            timed("scored_sampling", lambda: scored.log_probs.sum().backward())
+            timed("teacher_forced", lambda: rl_criterion.sample_log_probs(
+                model, batch, dataclasses.replace(scored, scored=False), encoder_out).sum().backward())
+    steps = len(data) * rounds
+    result = {key: value / steps for key, value in seconds.items()}
+    result["floor_ratio"] = (result["ml_update"] + result["teacher_forced"] + result["greedy"]) / result["ml_update"]
+    return result
+
+
+def print_floor(result: dict) -> None:
+    ml = result["ml_update"]
+    print(f"an ML update {1000 * ml:.0f} ms; over y^s: a teacher-forced pass (forward + backward) "
+          f"{1000 * result['teacher_forced']:.0f} ms, decoded with gradient in its own steps "
+          f"{1000 * result['scored_sampling']:.0f} ms; the greedy decode {1000 * result['greedy']:.0f} ms")
+    print(f"floor of an RL update (ML update + teacher-forced y^s + greedy decode) / ML update: "
+          f"{result['floor_ratio']:.2f}x ({target_text(result['floor_ratio'])})", flush=True)
+
+
 def print_medians(results: list) -> None:
     """The RL/ML ratios of several runs, and their medians."""
     for key, label in (("ratio", "RL update / ML update"),
@@ -296,7 +376,23 @@ def main(argv=None):
     parser.add_argument("--score-in-sampling-too", action="store_true",
                         help="--updates: also time RL updates with --rl-score-in-sampling, taking turns with the "
                              "other two")
+    parser.add_argument("--floor", action="store_true",
+                        help="time the parts an RL update cannot do without, against an ML update (floor_speed)")
     args = parser.parse_args(argv)
+    if args.floor:
+        if args.data_bin is None:
+            parser.error("--floor needs --data-bin")
+        ratios = []
+        for run in range(args.runs):
+            result = floor_speed(args.data_bin, args.arch, args.checkpoint, shlex.split(args.extra),
+                                 shlex.split(args.rl_args), shlex.split(args.ml_args), args.batches, args.rounds,
+                                 args.max_tokens)
+            print_floor(result)
+            ratios.append(result["floor_ratio"])
+        if args.runs > 1:
+            print(f"floor, median of {args.runs} runs: {statistics.median(ratios):.2f}x (runs "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)})")
+        return
     if args.updates:
         if args.data_bin is None:
             parser.error("--updates needs --data-bin")
