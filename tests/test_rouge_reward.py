@@ -159,7 +159,8 @@ def test_the_bench_reports_rl_against_ml_with_issue_21s_target(capsys):
 def test_the_floor_bench_times_each_part_and_adds_them_up(tmp_path):
     """scripts/bench/reward_speed.py --floor on a tiny pgn_lstm: the ML update, the teacher-forced pass over y^s,
     y^s scored in its own steps and the greedy decode are each timed (> 0 ms), and the floor is
-    (ML + teacher-forced + greedy) / ML of the printed times; without --data-bin it stops with a message."""
+    (ML + teacher-forced + greedy) / ML of the printed times, with the teacher-forced pass's padding share;
+    without --data-bin it stops with a message."""
     import re
     import sys
 
@@ -171,12 +172,13 @@ def test_the_floor_bench_times_each_part_and_adds_them_up(tmp_path):
     result = run([*bench, "--data-bin", tmp_path / "data" / "bin", "--arch", "pgn_lstm_small", "--batches", "2",
                   "--rounds", "1", "--max-tokens", "600", "--rl-args", "--rl-max-len-b 8", "--runs", "2"])
     parts = re.findall(r"an ML update (\d+) ms; over y\^s: a teacher-forced pass \(forward \+ backward\) (\d+) ms, "
-                       r"decoded with gradient in its own steps (\d+) ms; the greedy decode (\d+) ms", result.stdout)
+                       r"decoded with gradient in its own steps (\d+) ms; the greedy decode (\d+) ms; "
+                       r"padding: (\d+) % of", result.stdout)
     floors = [float(x) for x in re.findall(r"greedy decode\) / ML update: ([\d.]+)x \(target <= 2", result.stdout)]
     assert len(parts) == 2 and len(floors) == 2, result.stdout
-    for (ml, forced, scored, greedy), floor in zip(parts, floors):
-        ml, forced, scored, greedy = map(int, (ml, forced, scored, greedy))
-        assert min(ml, forced, scored, greedy) > 0
+    for (ml, forced, scored, greedy, padding), floor in zip(parts, floors):
+        ml, forced, scored, greedy, padding = map(int, (ml, forced, scored, greedy, padding))
+        assert min(ml, forced, scored, greedy) > 0 and 0 <= padding < 100
         assert floor == pytest.approx((ml + forced + greedy) / ml, abs=0.01 + 2.0 / ml)  # the ms are rounded
     assert re.search(r"floor, median of 2 runs: [\d.]+x", result.stdout)
     missing = run(bench, check=False)

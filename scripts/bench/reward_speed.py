@@ -256,8 +256,9 @@ def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(
     Also times y^s decoded with gradient in its own steps (--rl-score-in-sampling's way, forward and backward):
     its excess over the teacher-forced pass is what stepping with gradient costs.  The samples, their lengths and
     the greedy summaries are the RL criterion's own (its --rl-max-len-b, blocking, dropout off).  Returns seconds
-    per batch: "ml_update", "teacher_forced", "scored_sampling", "greedy", and "floor_ratio" =
-    (ml_update + teacher_forced + greedy) / ml_update."""
+    per batch: "ml_update", "teacher_forced", "scored_sampling", "greedy", "floor_ratio" =
+    (ml_update + teacher_forced + greedy) / ml_update, and "padding_share": the share of the teacher-forced
+    pass's B x T positions that lie after a sample's end (computed, then masked out)."""
     import torch
 
     from fairseq_plugins.generation.sampling import free_run
@@ -272,6 +273,7 @@ def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(
         model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))["model"], strict=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     seconds = dict.fromkeys(("ml_update", "teacher_forced", "scored_sampling", "greedy"), 0.0)
+    positions = {"decoded": 0, "teacher_forced": 0}
 
     def timed(key, work):
         start = time.perf_counter()
@@ -300,11 +302,15 @@ def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(
                 model, batch["net_input"], torch.zeros(rows, dtype=torch.bool), max_len, encoder_out=encoder_out,
                 score=True))
             timed("scored_sampling", lambda: scored.log_probs.sum().backward())
+            if round_index > 0:
+                positions["decoded"] += int(scored.lengths.sum())
+                positions["teacher_forced"] += scored.tokens.numel()  # B x T: every row to the longest one
             timed("teacher_forced", lambda: rl_criterion.sample_log_probs(
                 model, batch, dataclasses.replace(scored, scored=False), encoder_out).sum().backward())
     steps = len(data) * rounds
     result = {key: value / steps for key, value in seconds.items()}
     result["floor_ratio"] = (result["ml_update"] + result["teacher_forced"] + result["greedy"]) / result["ml_update"]
+    result["padding_share"] = 1.0 - positions["decoded"] / max(positions["teacher_forced"], 1)
     return result
 
 
@@ -312,7 +318,8 @@ def print_floor(result: dict) -> None:
     ml = result["ml_update"]
     print(f"an ML update {1000 * ml:.0f} ms; over y^s: a teacher-forced pass (forward + backward) "
           f"{1000 * result['teacher_forced']:.0f} ms, decoded with gradient in its own steps "
-          f"{1000 * result['scored_sampling']:.0f} ms; the greedy decode {1000 * result['greedy']:.0f} ms")
+          f"{1000 * result['scored_sampling']:.0f} ms; the greedy decode {1000 * result['greedy']:.0f} ms; "
+          f"padding: {100 * result['padding_share']:.0f} % of the teacher-forced pass's positions")
     print(f"floor of an RL update (ML update + teacher-forced y^s + greedy decode) / ML update: "
           f"{result['floor_ratio']:.2f}x ({target_text(result['floor_ratio'])})", flush=True)
 
