@@ -24,11 +24,12 @@
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
          [--rl-args "--rl-max-len-b 40"] [--score-in-sampling-too] [--runs 3]
 
-3. The floor (--floor).  ``floor_speed`` times the parts no RL update of this design can do without,
-   each on its own: the ML update, one teacher-forced decoder pass over y^s (forward and backward) and the
-   greedy decode, and reports (ML + teacher-forced + greedy) / ML, the least RL/ML ratio any implementation of
-   the update can reach on this machine; also y^s decoded with gradient in its own steps, whose excess over the
-   teacher-forced pass is the price of stepping with gradient.
+3. The floor (--floor).  ``floor_speed`` times the parts no RL update can do without, each on its own: the
+   ML update, one teacher-forced decoder pass over y^s (forward and backward) and the greedy decode, and reports
+   (ML + teacher-forced + greedy) / ML, the least RL/ML ratio of an update built from these parts as they are on
+   this machine.  The teacher-forced pass pads every sample to the batch's longest; the padding's share is
+   printed (a pass that skipped it would lower the floor).  Also timed: y^s decoded with gradient in its own
+   steps (--rl-score-in-sampling's way), which skips the padding but pays for stepping with gradient.
 
      python scripts/bench/reward_speed.py --floor --data-bin DATA/bin [--checkpoint ML/checkpoint_best.pt]
          [the options of --updates]
@@ -249,12 +250,12 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
 
 def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(), rl_args=(), ml_args=(),
                 batches: int = 10, rounds: int = 2, max_tokens: int = 4000) -> dict:
-    """The least an RL update of this design can cost, against one ML update: the ML update itself, plus one
+    """The least an RL update built from today's parts can cost, against one ML update: the ML update, plus one
     teacher-forced decoder pass (forward and backward) over y^s, plus the greedy decode of y^g, each timed apart
     on the same batches (the encoder's share is in the ML update: the criterion shares one encoder pass).
 
-    Also times y^s decoded with gradient in its own steps (--rl-score-in-sampling's way, forward and backward):
-    its excess over the teacher-forced pass is what stepping with gradient costs.  The samples, their lengths and
+    Also times y^s decoded with gradient in its own steps (--rl-score-in-sampling's way, forward and backward),
+    which skips the teacher-forced pass's padding but pays for stepping with gradient.  The samples, their lengths and
     the greedy summaries are the RL criterion's own (its --rl-max-len-b, blocking, dropout off).  Returns seconds
     per batch: "ml_update", "teacher_forced", "scored_sampling", "greedy", "floor_ratio" =
     (ml_update + teacher_forced + greedy) / ml_update, and "padding_share": the share of the teacher-forced
