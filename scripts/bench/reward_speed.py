@@ -161,6 +161,14 @@ def build(data_bin: Path, arch: str, criterion_args: list, extra: list, max_toke
     return cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
 
 
+def load_weights(model, checkpoint) -> None:
+    """The model's weights from a fairseq checkpoint file (nothing when ``checkpoint`` is None)."""
+    if checkpoint:
+        from fairseq import checkpoint_utils
+
+        model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))["model"], strict=True)
+
+
 def first_batches(cfg, task, count: int) -> list:
     task.load_dataset("train")
     iterator = task.get_batch_iterator(
@@ -188,11 +196,7 @@ def compare_update_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None
     cfg, task, model, ml_criterion = build(Path(data_bin), arch, ml_criterion_args, list(extra), max_tokens)
     _, _, _, rl_criterion = build(Path(data_bin), arch, ["--criterion", "self_critical_rouge", "--rl-timing",
                                                          *ml_args, *rl_args], list(extra), max_tokens)
-    if checkpoint:
-        from fairseq import checkpoint_utils
-
-        state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
-        model.load_state_dict(state["model"], strict=True)
+    load_weights(model, checkpoint)
     data = first_batches(cfg, task, batches)
     models = {"ml": model, "rl": copy.deepcopy(model)}
     criteria = {"ml": ml_criterion, "rl": rl_criterion}
@@ -262,16 +266,13 @@ def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(
     pass's B x T positions that lie after a sample's end (computed, then masked out)."""
     import torch
 
-    from fairseq_plugins.generation.sampling import free_run
+    from fairseq_plugins.generation.sampling import encoder_input, free_run
 
     cfg, task, model, ml_criterion = build(Path(data_bin), arch, ["--criterion", "focal_copy_coverage", *ml_args],
                                            list(extra), max_tokens)
     rl_criterion = build(Path(data_bin), arch, ["--criterion", "self_critical_rouge", *ml_args, *rl_args],
                          list(extra), max_tokens)[3]
-    if checkpoint:
-        from fairseq import checkpoint_utils
-
-        model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))["model"], strict=True)
+    load_weights(model, checkpoint)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     seconds = dict.fromkeys(("ml_update", "teacher_forced", "scored_sampling", "greedy"), 0.0)
     positions = {"decoded": 0, "teacher_forced": 0}
@@ -292,8 +293,7 @@ def floor_speed(data_bin, arch: str = "pgn_lstm_small", checkpoint=None, extra=(
             optimizer.zero_grad()
             model.eval()  # the criterion decodes and scores y^s with dropout off (its default)
             with torch.no_grad():
-                encoder_out = model.encoder(**{k: v for k, v in batch["net_input"].items()
-                                               if k != "prev_output_tokens"})
+                encoder_out = model.encoder(**encoder_input(batch["net_input"]))
             max_len = rl_criterion.max_lengths(model, batch)
             rows = max_len.size(0)
             with torch.no_grad():
