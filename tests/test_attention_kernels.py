@@ -12,7 +12,7 @@ from fairseq_plugins.modules import cpu_cache
 from fairseq_plugins.modules.additive_scores import additive_scores
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention, WeightedSum
-from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
+from fairseq_plugins.modules.step_gradient import select_rows, share_across_steps, step_gradient
 
 
 def plain_scores(keys, query, coverage, coverage_weight, v):
@@ -137,6 +137,40 @@ def test_attention_module_gradients_match_a_plain_implementation():
     got = torch.autograd.grad(loss_of(attention), params)
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("other_use", [False, True])
+def test_rows_leaving_a_shared_tensor_give_the_plain_gradients(other_use):
+    """Rows that leave the batch mid-decode (generation/sampling.py): ``select_rows`` of a shared tensor, twice
+    in a row and with a repeated row, read by WeightedSum at every step, gives index_select's gradients; each
+    subset has a buffer of its own, and without gradients it is index_select."""
+    generator = torch.Generator().manual_seed(7)
+    values = torch.randn(5, 6, 3, generator=generator, dtype=torch.double, requires_grad=True)
+    logits = torch.randn(3, 5, 6, generator=generator, dtype=torch.double, requires_grad=True)
+    orders = (torch.tensor([4, 0, 2, 2]), torch.tensor([3, 1]))  # 5 rows -> 4 (row 2 twice) -> 2
+
+    def loss_of(select, context_fn):
+        vals = values * 1.5
+        vals, rows = (share_across_steps(vals) if select is select_rows else vals), torch.arange(5)
+        total = 0.0
+        for step, order in zip(logits, (None,) + orders):
+            if order is not None:
+                vals, rows = select(vals, order), rows[order]
+            total = total + (context_fn(torch.softmax(step[rows], 1), vals) ** 2).sum()
+            if other_use:  # a use outside the steps also reaches the parent
+                total = total + vals.sum()
+        return total
+
+    plain = loss_of(lambda t, i: t.index_select(0, i), lambda a, h: torch.bmm(a.unsqueeze(1), h).squeeze(1))
+    mine = loss_of(select_rows, lambda a, h: WeightedSum.apply(a, h, step_gradient(h)))
+    torch.testing.assert_close(mine, plain)
+    for e, g in zip(torch.autograd.grad(plain, (values, logits)), torch.autograd.grad(mine, (values, logits))):
+        torch.testing.assert_close(g, e)
+    shared = share_across_steps(values * 1.0)
+    assert step_gradient(select_rows(shared, orders[0])) not in (None, step_gradient(shared))  # a buffer of its own
+    with torch.no_grad():
+        assert step_gradient(select_rows(shared, orders[0])) is None
+    assert torch.equal(select_rows(shared, orders[1], dim=1), shared.index_select(1, orders[1]))
 
 
 def test_reorder_keeps_source_only_tensors_while_beams_stay_within_their_source():

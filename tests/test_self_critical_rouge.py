@@ -17,7 +17,14 @@ from fairseq_plugins.criterions.self_critical_rouge import (
     SelfCriticalRougeCriterion,
     sentence_rewards,
 )
-from fairseq_plugins.generation.sampling import FreeRun, free_run, sample_and_greedy, teacher_forcing_input
+from fairseq_plugins.generation.sampling import (
+    FreeRun,
+    choose,
+    draw,
+    free_run,
+    sample_and_greedy,
+    teacher_forcing_input,
+)
 from fairseq_plugins.scoring.rouge_python import RougeScorer
 from fairseq_plugins.text.markers import marker
 
@@ -154,6 +161,39 @@ def test_sampling_a_known_table_gives_its_frequencies():
     torch.testing.assert_close(run.log_probs[10:][first.eq(A), 0], torch.full((int(first.eq(A).sum()),),
                                                                                math.log(0.45)))
     assert torch.equal(run.tokens[:10, :2], torch.tensor([[A, EOS]]).expand(10, 2))  # greedy rows: argmax
+
+
+@pytest.mark.parametrize("drawn", [[], [0, 1, 2, 3, 4, 5, 6], [1, 4, 6]])
+def test_a_choice_flags_broken_rows_and_never_takes_padding_or_bos(drawn):
+    """The per-step choice: argmax or a draw, padding and <s> never; a row with a NaN, an infinity or a negative
+    value anywhere (its padding and <s> columns included) is bad and ends with </s>, and so does a row with no
+    mass left; the other rows are untouched by them."""
+    probs = torch.zeros(7, len(DICT))
+    probs[:, A], probs[:, B], probs[:, PAD], probs[:, BOS] = 0.3, 0.1, 0.5, 0.1  # padding would win an argmax
+    probs[1, C] = float("nan")
+    probs[2, PAD] = float("inf")
+    probs[3, D] = -0.2
+    probs[4, BOS] = float("nan")
+    probs[5, :] = 0.0
+    probs[5, PAD] = 1.0  # only padding: nothing to choose from, but not broken
+    choice, bad = choose(probs, torch.tensor(drawn, dtype=torch.long), PAD, EOS, BOS,
+                         torch.Generator().manual_seed(0))
+    assert bad.tolist() == [False, True, True, True, True, False, False]
+    assert choice[1:6].tolist() == [EOS] * 5
+    for row in (0, 6):
+        assert choice[row] == A if row not in drawn else choice[row] in (A, B)
+
+
+def test_a_draw_stays_on_words_of_positive_probability_at_the_edge(monkeypatch):
+    """u * total can never reach the total with u < 1, but a uniform of exactly 1 (outside torch.rand's range)
+    still lands on the last word of positive probability, not on the zeros after it."""
+    probs = torch.tensor([[0.0, 0.25, 0.0, 0.75, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    monkeypatch.setattr(torch, "rand", lambda shape, generator=None, dtype=None, device=None:
+                        torch.ones(shape, dtype=dtype))
+    assert draw(probs).tolist() == [3, 0]
+    monkeypatch.setattr(torch, "rand", lambda shape, generator=None, dtype=None, device=None:
+                        torch.zeros(shape, dtype=dtype))
+    assert draw(probs).tolist() == [1, 0]  # u = 0: the first word of positive probability
 
 
 def looping_table(floor: float = 0.0):

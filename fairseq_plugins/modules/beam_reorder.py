@@ -16,6 +16,8 @@ from typing import Dict, Iterable
 import torch
 from torch import Tensor
 
+from fairseq_plugins.modules.step_gradient import select_rows
+
 SOURCE_ROW = "source_row"
 
 
@@ -31,12 +33,14 @@ def reorder_rows(tensors: Dict[str, Tensor], new_order: Tensor, source_only: Ite
 
     ``tensors`` must contain ``source_row``; it is reordered like the rest.  Deciding between the two waits for
     the device once per call on a GPU (``torch.equal``, only when the row count is unchanged): a copy avoided is
-    B*beam x S x 2H, and fairseq's beam search waits for the device several times per step anyway."""
+    B*beam x S x 2H, and fairseq's beam search waits for the device several times per step anyway.  A tensor
+    read at every step with gradient (``share_across_steps``) keeps one gradient buffer for its rows
+    (``step_gradient.select_rows``)."""
     dims = dims or {}
     rows = tensors[SOURCE_ROW].index_select(0, new_order)  # B'
     keep = set(source_only) if torch.equal(rows, tensors[SOURCE_ROW]) else set()
     reordered = {
-        key: value if key in keep else value.index_select(dims.get(key, 0), new_order)
+        key: value if key in keep else select_rows(value, new_order, dims.get(key, 0))
         for key, value in tensors.items() if key != SOURCE_ROW
     }
     reordered[SOURCE_ROW] = rows

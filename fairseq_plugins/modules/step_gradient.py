@@ -10,6 +10,11 @@ on all of them), so the sum is complete by then.
 
     shared = share_across_steps(keys)          # before the decoder loop
     ...                                        # steps pass step_gradient(shared) to their autograd functions
+
+Rows that leave the batch (a free-running decode with gradient, generation/sampling.py) take the rest of the
+steps to a subset of the rows: ``select_rows(shared, index)`` gives them their own buffer, which is added
+into the parent's rows once, when autograd is done with the subset.  Left to ``index_select``, each such
+reordering would cost a zero-filled gradient of the parent's full size and one more addition of it.
 """
 from typing import Optional
 
@@ -65,6 +70,41 @@ def share_across_steps(tensor: Tensor) -> Tensor:
     shared = ShareAcrossSteps.apply(tensor, gradient)
     shared.step_gradient = gradient
     return shared
+
+
+class RowsOfShared(torch.autograd.Function):
+    """``tensor.index_select(0, index)`` for a tensor that comes through ``share_across_steps``, itself read at
+    many steps: its steps add into ``rows_gradient``, and the backward adds that sum (plus any gradient from
+    other uses) into rows ``index`` of the parent's StepGradient, returning nothing to autograd.  Autograd runs
+    the parent's ``ShareAcrossSteps`` after this node (it depends on it), so the parent's sum is complete."""
+
+    @staticmethod
+    def forward(ctx, tensor, index, parent: StepGradient, rows_gradient: StepGradient):
+        ctx.parent, ctx.rows_gradient, ctx.index = parent, rows_gradient, index
+        ctx.like = tensor  # the parent's shape, for its buffer (nothing of it is read)
+        ctx.set_materialize_grads(False)
+        return tensor.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = ctx.rows_gradient.take()
+        if grad is not None:
+            total = grad if total is None else total.add_(grad)
+        if total is not None:
+            ctx.parent.buffer(ctx.like).index_add_(0, ctx.index, total)
+        return None, None, None, None
+
+
+def select_rows(tensor: Tensor, index: Tensor, dim: int = 0) -> Tensor:
+    """``tensor.index_select(dim, index)``; for a tensor from ``share_across_steps`` (rows, ``dim`` 0) the rows
+    share one buffer of their own, summed into the parent's (``RowsOfShared``)."""
+    parent = step_gradient(tensor)
+    if parent is None or dim != 0 or not torch.is_grad_enabled():
+        return tensor.index_select(dim, index)
+    gradient = StepGradient()
+    rows = RowsOfShared.apply(tensor, index, parent, gradient)
+    rows.step_gradient = gradient
+    return rows
 
 
 def step_gradient(tensor: Tensor) -> Optional[StepGradient]:
