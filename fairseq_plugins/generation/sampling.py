@@ -19,9 +19,11 @@ model's own choice).  Finished rows leave the batch (fairseq's ``reorder_encoder
 Gradient (``score=True``).  Without it nothing here records gradients: a criterion can score a sampled summary
 afterwards with one ordinary teacher-forced forward pass, which gives the same probabilities because incremental
 decoding equals the full forward pass (tested for every model).  With it the rows' own decoder steps keep their
-graph and each row returns log p(y_t | y_<t, x) of its drawn tokens with gradient (``model.get_target_log_probs``,
-what the losses take the log of), and the decoder states of those steps: the probability differentiated is then
-the one sampled with by construction (dropout masks included), and no second pass over the summary is needed.
+graph and each row returns log p(y_t | y_<t, x) of its drawn tokens with gradient, and the decoder states of those
+steps.  Each step computes one distribution, ``model.get_normalized_probs(log_probs=True)`` (exact in log space
+for the project's models: what ``get_target_log_probs`` gives a loss), with gradient: the token is drawn from its
+exponential without gradient and its log p is taken from it with gradient.  The probability differentiated is
+then the one sampled with by construction (dropout masks included), and no second pass over the summary is needed.
 As rows finish they leave the batch, so the graph (and its backward pass) covers each row's own length only, where
 a teacher-forced pass over a batch of samples computes every row up to the longest one.
 
@@ -87,19 +89,16 @@ class StepScores:
     (x H) tensors at the end by one ``index_add`` each (rows leave the batch as they finish)."""
 
     def __init__(self, rows: int, steps: int):
-        # the losses' own log P(target) (imported here: the criterions package imports this module)
-        from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
-
-        self.target_log_probs = target_log_probs
         self.rows, self.steps = rows, steps
         self.positions: List[Tensor] = []
         self.log_probs: List[Tensor] = []
         self.states: List[Tensor] = []
 
-    def add(self, model, net_output, choice: Tensor, active: Tensor, t: int) -> None:
-        """The step's log p of the drawn tokens (R') and decoder states (R' x H) of rows ``active``."""
+    def add(self, log_probs: Tensor, net_output, active: Tensor, t: int) -> None:
+        """The step's log p of the drawn tokens (R', with gradient) and the decoder states (R' x H) of rows
+        ``active``."""
         self.positions.append(active * self.steps + t)  # R': the row's cell in the B x T grid
-        self.log_probs.append(self.target_log_probs(model, net_output, choice.unsqueeze(1)).squeeze(1))  # R'
+        self.log_probs.append(log_probs.float())  # R'
         states = net_output[1].get("decoder_states") if isinstance(net_output[1], dict) else None
         if states is not None:
             self.states.append(states[:, -1])  # R' x H
@@ -169,13 +168,14 @@ def decode_rows(model, net_input, greedy: Tensor, max_len: Tensor, source_rows: 
     drawn = (~greedy).nonzero().squeeze(1)  # the sampling rows' positions in the decoder's batch
     for t in range(steps):
         net_output = model.decoder(prefix, encoder_out=encoder_out, incremental_state=incremental_state)
+        log_dist = model.get_normalized_probs(net_output, log_probs=True)[:, -1, :]  # R' x V (with score: grad)
         with torch.no_grad():
-            probs = model.get_normalized_probs(net_output, log_probs=False)[:, -1, :].float()  # R' x V
+            probs = log_dist.detach().float().exp()  # R' x V: one distribution, drawn from and scored
             allowed = probs if blocker is None else blocked(probs, blocker, tokens[active, :t], greedy[active])
             choice, bad = choose(allowed, drawn, pad, eos, bos, generator)  # R' each
             chosen_prob = probs.gather(1, choice.unsqueeze(1)).squeeze(1)  # R'
         if scores is not None:
-            scores.add(model, net_output, choice, active, t)
+            scores.add(log_dist.gather(1, choice.unsqueeze(1)).squeeze(1), net_output, active, t)  # R'
         tokens[active, t] = choice
         log_probs[active, t] = torch.log(chosen_prob.clamp(min=torch.finfo(probs.dtype).tiny))
         lengths[active] = t + 1
