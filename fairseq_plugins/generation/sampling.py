@@ -221,7 +221,7 @@ def choose(probs: Tensor, drawn: Tensor, pad: int, eos: int, bos: int, generator
     if bos != eos:
         allowed[:, bos] = 0.0
     high, low = allowed.amax(dim=1), allowed.amin(dim=1)  # R' each
-    masked = probs[:, [pad, bos]]  # R' x 2: checked as they were
+    masked = torch.stack([probs[:, pad], probs[:, bos]], dim=1)  # R' x 2: checked as they were (no host index)
     bad = ~(high < math.inf) | ~(low >= 0.0) | ~(masked.amax(dim=1) < math.inf) | ~(masked.amin(dim=1) >= 0.0)
     dead = bad | ~(high > 0.0)  # R': nothing left to choose from (NaN fails every comparison)
     if drawn.numel() == rows:
