@@ -17,8 +17,8 @@
    y^s and y^g, the reward, the ML forward pass, the sample's teacher-forced forward pass, and backward + step).
    The RL/ML ratio is reported against issue 21's target, at most RL_TARGET (2).  --score-in-sampling-too
    also times, taking turns with the other two, RL updates with --rl-score-in-sampling (y^s scored with
-   gradient in the steps that sample it: its forward pass is then part of ``decode``).  Start from an ML checkpoint (--checkpoint) for realistic sample lengths: a fresh model
-   samples up to --rl-max-len-b tokens.
+   gradient in the steps that sample it: its forward pass is then part of ``decode``).  Start from an ML
+   checkpoint (--checkpoint) for realistic sample lengths: a fresh model samples up to --rl-max-len-b tokens.
 
      python scripts/bench/reward_speed.py --updates --data-bin DATA/bin [--checkpoint ML/checkpoint_last.pt]
          [--arch pgn_lstm_small] [--extra "--dropout 0.1"] [--batches 10] [--rounds 2] [--max-tokens 4000]
