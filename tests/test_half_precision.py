@@ -15,7 +15,7 @@ mantissa bits against float16's 11.
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_gru, tiny_model
+from conftest import tiny_dca, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import SemanticCohesionCriterion
@@ -37,16 +37,6 @@ class Task:
     skips_nonfinite_updates = True
 
 
-def tiny_dca(**overrides):
-    import argparse
-
-    from fairseq_plugins.models.dca_lstm import DCALSTMModel
-
-    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5, dropout=0.0)
-    options.update(overrides)
-    return DCALSTMModel.build_model(argparse.Namespace(**options), Task())
-
-
 PAULUS = dict(decoder_readout="paulus", intra_temporal_attention=True, intra_decoder_attention=True,
               shared_output_projection=True)
 MODELS = {
@@ -55,7 +45,7 @@ MODELS = {
     "pgn_lstm_paulus_coverage": lambda: tiny_model(DICT, no_coverage_attention=True, **PAULUS),
     "global_gate_gru": lambda: tiny_gru(DICT),
     "global_gate_gru_copy": lambda: tiny_gru(DICT, copy=True),
-    "dca_lstm": tiny_dca,
+    "dca_lstm": lambda: tiny_dca(DICT),
 }
 
 

@@ -1,12 +1,11 @@
 """semantic_cohesion: L_SEM on hand-made states, its place in the loss for every architecture, the direction of
 its gradient, and its composition with self_critical_rouge."""
-import argparse
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same_gradients, tiny_dictionary, tiny_gru, tiny_model
+from conftest import assert_same_gradients, tiny_dca, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import (
@@ -45,16 +44,7 @@ def focal(**options) -> FocalCopyCoverageCriterion:
     return FocalCopyCoverageCriterion(Task(), **args)
 
 
-def tiny_dca(**overrides):
-    import fairseq_plugins  # noqa: F401
-    from fairseq_plugins.models.dca_lstm import DCALSTMModel
-
-    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5, dropout=0.0)
-    options.update(overrides)
-    return DCALSTMModel.build_model(argparse.Namespace(**options), Task())
-
-
-MODELS = {"pgn_lstm": lambda: tiny_model(DICT), "global_gate_gru": lambda: tiny_gru(DICT), "dca_lstm": tiny_dca}
+MODELS = {"pgn_lstm": lambda: tiny_model(DICT), "global_gate_gru": lambda: tiny_gru(DICT), "dca_lstm": lambda: tiny_dca(DICT)}
 
 
 def sample(target=None):
@@ -181,7 +171,7 @@ def test_loss_is_the_ml_loss_plus_lambda_l_sem_at_the_papers_scale(arch, loss_av
 
 def test_minimising_l_sem_makes_consecutive_sentence_states_less_similar():
     torch.manual_seed(3)
-    model = tiny_dca().train()
+    model = tiny_dca(DICT).train()
     batch = sample()
     criterion = cohesion(focal_alpha=0.0, cohesion_lambda=1.0)  # the ML part weighs 0: L_SEM alone
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -202,7 +192,7 @@ def test_forward_logs_cohesion_and_reduces_it_per_summary():
     from fairseq import metrics
 
     torch.manual_seed(4)
-    model = tiny_dca().eval()
+    model = tiny_dca(DICT).eval()
     batch = sample()
     criterion = cohesion()
     _, _, logging_output = criterion(model, batch)
@@ -232,7 +222,7 @@ def test_bad_options_are_named():
 def test_self_critical_cohesion_uses_semantic_cohesion_as_its_ml_part():
     """gamma = 0: self_critical_cohesion's loss is semantic_cohesion's (L_MLE-SEM, no RL code of its own)."""
     torch.manual_seed(5)
-    model = tiny_dca().eval()
+    model = tiny_dca(DICT).eval()
     batch = sample()
     for mix in ("averages", "paper"):
         cfg = SelfCriticalCohesionConfig(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0,
@@ -256,7 +246,7 @@ def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
     """Issue 20 point 4: under self_critical_cohesion the sampled summary's own sentence ends get lambda L_SEM too,
     at L_rl's scale (gamma = 1: the loss is L_rl + lambda L_SEM(y^s), both per-summary sums, over documents)."""
     torch.manual_seed(9)
-    model = tiny_dca().eval()
+    model = tiny_dca(DICT).eval()
     batch = sample()
     tokens = torch.tensor([[A, DOT, B, DOT, EOS], [C, D, DOT, EOS, PAD]])  # y^s: two sentences, then one
     sampled = FreeRun(tokens, torch.tensor([5, 4]), torch.zeros(2, 5), torch.zeros(2, dtype=torch.bool))

@@ -44,8 +44,11 @@ output layer and the softmax then run step by step in the graph, and their backw
 gradient at every step: on CNN/DM (20k words) an update measured slower that way, so it is not the default.
 Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so the
 distribution sampled from and the one differentiated are the same network; the ML part's decoder pass keeps the
-model's dropout (its encoder, shared, has none: the price of running it once; before issue 21 the ML part ran
-an encoder pass of its own, with dropout, and one update cost 2.65-3.39x an ML update).
+model's dropout (its encoder, shared, has none: the price of running it once).  Dropout is switched off module by
+module (``modules/training_switches.py``), never with ``model.eval()``: every module with parameters stays in
+training mode, which cuDNN's recurrent backward requires on a GPU.  Step 4 is always an exact teacher-forced
+pass over y^s: a model that feeds back its own predictions in training (``--own-prediction-prob``) does so in the
+ML part only, with or without ``--rl-dropout``.
 
 The mix of eq 16 (``--rl-mix``).
   ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
@@ -120,6 +123,7 @@ from fairseq_plugins.criterions.focal_copy_coverage import (
 from fairseq_plugins.criterions.nonfinite import NonFinitePolicy
 from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
 from fairseq_plugins.generation.sampling import FreeRun, encoder_input, sample_and_greedy, teacher_forcing_input
+from fairseq_plugins.modules.training_switches import dropout_off, own_predictions_off
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
 from fairseq_plugins.text.markers import marker_index
 
@@ -218,19 +222,6 @@ def forward(model, net_input, prev_output_tokens: Tensor, encoder_out=None):
     if encoder_out is None:
         return model(**dict(net_input, prev_output_tokens=prev_output_tokens))
     return model.decoder(prev_output_tokens, encoder_out=encoder_out)
-
-
-@contextlib.contextmanager
-def dropout_off(model, off: bool):
-    """``model`` in eval mode inside the block when ``off`` (its mode is restored after)."""
-    was_training = model.training
-    if off and was_training:
-        model.eval()
-    try:
-        yield
-    finally:
-        if off and was_training:
-            model.train()
 
 
 def sentence_rewards(tokens: Tensor, lengths: Tensor, prefix: Tensor, is_end: Tensor) -> Tuple[Tensor, Tensor]:
@@ -441,7 +432,7 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         if sampled.scored:
             return sampled.log_probs * decoded, (None, {"decoder_states": sampled.states})
         prev = teacher_forcing_input(tokens, self.pad, self.eos)  # B x T
-        with dropout_off(model, not self.cfg.rl_dropout):
+        with dropout_off(model, not self.cfg.rl_dropout), own_predictions_off(model):
             net_output = forward(model, sample["net_input"], prev, encoder_out)
             log_p = target_log_probs(model, net_output, tokens)  # B x T
         return log_p * decoded, net_output
