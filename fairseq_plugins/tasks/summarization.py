@@ -32,6 +32,11 @@ Fine-tuning (``--finetune-from-model``, or ``--reset-meters``): training time co
 ``--stop-time-hours`` is the fine-tuning run's own budget, not what is left of its parent's
 (fairseq_plugins/training_time.py); the log says which time is counted.
 
+Precision: ``--bf16-autocast`` trains and validates in bfloat16 through ``torch.autocast`` (float32 weights, no loss
+scaler; tasks/precision.py).  fairseq's ``--bf16`` is a TPU option in 0.12.x: without torch_xla it is refused
+when the model is built, with a message that names the working options (``--bf16-autocast``, ``--fp16``,
+``--amp``).
+
 Non-finite losses (``--criterion focal_copy_coverage --on-nonfinite``): ``train_step`` tells the criterion which
 update it computes, so its error or warning names it.  When the criterion reports a skipped batch, this task
 does not call the optimizer for that update (``optimizer_step``): the parameters and the optimizer state are
@@ -56,6 +61,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_plugins.generation.generator import SummarizationGenerator, SummarizationGeneratorWithAlignment
 from fairseq_plugins.scoring.accuracy import summary_accuracy
 from fairseq_plugins.scoring.validation_rouge import METRICS as ROUGE_METRICS, ValidationRouge
+from fairseq_plugins.tasks.precision import autocast_train_step, bf16_autocast, check_precision_options
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +93,10 @@ class SummarizationConfig(TranslationConfig):
         metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
                           "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty)"},
     )
+    bf16_autocast: bool = field(
+        default=False, metadata={"help": "train and validate in bfloat16 through torch.autocast (float32 weights, "
+                                         "no loss scaler): the working bfloat16 route on a GPU (fairseq's --bf16 "
+                                         "is a TPU option)"})
     valid_subset: str = II("dataset.valid_subset")
 
 
@@ -99,13 +109,21 @@ class SummarizationTask(TranslationTask):
     _current_split = None  # the split whose batches are being iterated (set by get_batch_iterator)
     validation_rouge = None
 
+    @property
+    def uses_bf16_autocast(self) -> bool:
+        return bool(getattr(self.cfg, "bf16_autocast", False))  # a task config of an older checkpoint lacks it
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
         # fairseq's update_num counts the updates already done; the one computed now is logged as update_num + 1.
         if hasattr(criterion, "current_update"):
             criterion.current_update = update_num + 1
         self._may_skip = getattr(criterion, "on_nonfinite", None) == "skip"
-        loss, sample_size, logging_output = super().train_step(
-            sample, model, criterion, optimizer, update_num, ignore_grad=ignore_grad, **kwargs)
+        if self.uses_bf16_autocast:
+            loss, sample_size, logging_output = autocast_train_step(
+                sample, model, criterion, optimizer, update_num, ignore_grad=ignore_grad)
+        else:
+            loss, sample_size, logging_output = super().train_step(
+                sample, model, criterion, optimizer, update_num, ignore_grad=ignore_grad, **kwargs)
         if logging_output.get("nonfinite_skipped"):
             self._skip_update = update_num
         return loss, sample_size, logging_output
@@ -178,6 +196,8 @@ class SummarizationTask(TranslationTask):
                 for key in ("encoder_embed_path", "decoder_embed_path"):
                     if getattr(cfg, key, None):
                         setattr(cfg, key, None)
+        else:
+            check_precision_options(cfg, self.uses_bf16_autocast)  # before fairseq's trainer asks for a TPU
         model = super().build_model(cfg, from_checkpoint)
         if from_checkpoint:  # loaded for generation (fairseq-generate, the hub): no validation
             return model
@@ -198,6 +218,10 @@ class SummarizationTask(TranslationTask):
         return [name for name in self.cfg.valid_subset.split(",") if name]
 
     def valid_step(self, sample, model, criterion):
+        with bf16_autocast(model, self.uses_bf16_autocast):
+            return self.validate_batch(sample, model, criterion)
+
+    def validate_batch(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         if not (self.cfg.eval_accuracy or self.cfg.eval_rouge):
             return loss, sample_size, logging_output
