@@ -18,6 +18,29 @@ def pytest_configure(config):
     # -m "not slow") leaves these tests out; CI and the README's `bash scripts/test.sh` run them all.
     config.addinivalue_line("markers", "slow: starts a subprocess (the scripts, fairseq binaries, training, "
                                        "official ROUGE); left out by `bash scripts/test.sh --fast`")
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU; runs whenever torch sees one (`bash scripts/test.sh "
+                                       "--gpu` runs just these), skipped with the reason elsewhere")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped, with the reason, where torch sees no CUDA device."""
+    reason = no_cuda_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+def no_cuda_reason():
+    """Why the ``cuda`` tests cannot run here, or None when torch sees a CUDA device."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    return f"no CUDA GPU visible to torch {torch.__version__} ({build}); run `bash scripts/test.sh --gpu` on a GPU"
 
 
 @pytest.fixture(scope="session")

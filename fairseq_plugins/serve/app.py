@@ -259,6 +259,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as err:  # a package refused is a ValueError too
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    logger.info("model %s loaded on %s", args.model_dir, summarizer.device)
     limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
                     max_body_bytes=args.max_body_bytes, max_beam=args.max_beam, max_len=args.max_len)
     service = Service(summarizer, limits, Path(args.model_dir).resolve().name, args.max_batch_documents,
