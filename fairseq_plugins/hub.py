@@ -107,7 +107,18 @@ class InputReport:
     def lossy(self) -> bool:
         return bool(self.truncated_tokens or self.overflow_words)
 
+    @property
+    def empty(self) -> bool:
+        """No token to read (an empty or blank document): its summary is empty, nothing is generated."""
+        return self.tokens == 0
+
+    @property
+    def worth_a_warning(self) -> bool:
+        return self.lossy or self.empty
+
     def describe(self) -> str:
+        if self.empty:
+            return "empty: its summary is empty"
         parts = []
         if self.truncated_tokens:
             parts.append(f"truncated to {self.max_source_len} of its {self.tokens} tokens "
@@ -423,8 +434,9 @@ class Summarizer:
         lossy = {i: p.report for i, p in enumerate(prepared) if p.report.lossy}
         if lossy and strict:
             raise LossyInputError(lossy, len(texts))
-        for i, report in lossy.items():
-            logger.warning("document %d of %d: %s", i, len(texts), report.describe())
+        for i, p in enumerate(prepared):
+            if p.report.worth_a_warning:
+                logger.warning("document %d of %d: %s", i, len(texts), p.report.describe())
         return prepared
 
     # ------------------------------------------------------------------ generation

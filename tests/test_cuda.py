@@ -32,7 +32,7 @@ from test_half_precision import (
     log_probs,
     twins,
 )
-from test_training_modes import ARCHS, CRITERIONS, batch
+from test_training_modes import ARCHS, CRITERIONS, DICT, batch
 
 pytestmark = pytest.mark.cuda
 
@@ -121,6 +121,24 @@ def test_the_copy_distribution_in_half_precision_on_cuda_is_float32_s(name, mode
         assert torch.isfinite(copied).sum() >= 2  # markers of their own source: copyable, and still copied
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_beam_search_with_blocking_and_coverage_penalty_on_cuda_equals_the_cpu_s(arch):
+    """The project's generator (trigram blocking, coverage penalty) on CUDA: the same hypotheses as on the CPU
+    for a tiny random model of every architecture, one per input, none repeating a trigram."""
+    from test_generator import build, generate, has_repeat
+
+    torch.manual_seed(3)
+    model = ARCHS[arch]().eval()
+    src, lengths = batch()["net_input"]["src_tokens"], batch()["net_input"]["src_lengths"]
+    options = dict(beam=5, min_len=8, max_len_b=8, block_ngram_repeat=3, coverage_penalty=0.2)
+    on_cpu = generate(build(dictionary=DICT, models=[model], **options), src, lengths)
+    model.cuda()
+    on_gpu = generate(build(dictionary=DICT, models=[model], **options), src.cuda(), lengths.cuda())
+    best = lambda hypos: [h[0]["tokens"].tolist() for h in hypos]  # noqa: E731
+    assert len(on_gpu) == src.size(0) and best(on_gpu) == best(on_cpu)
+    assert not any(has_repeat(tokens[:-1], ignore={DICT.unk()}) for tokens in best(on_gpu))
+
+
 # ---------------------------------------------------------------------------------------------- the binaries
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
@@ -140,6 +158,29 @@ def trained(data, tmp_path_factory):
 
 def logged_losses(log: str) -> list:
     return [float(v) for v in re.findall(r"train_inner .*?\bloss=([-\d.e+]+|nan|inf)", log)]
+
+
+PRESETS = [  # each paper's preset, with a criterion and a precision in turn
+    ("pgn_lstm_see2017", "focal_copy_coverage", "--fp16"),
+    ("pgn_lstm_shi2018", "focal_copy_coverage", "--amp"),
+    ("pgn_lstm_paulus2017", "self_critical_rouge", "--bf16-autocast"),
+    ("global_gate_gru_song2020", "semantic_cohesion", "--fp16"),
+    ("dca_lstm_celikyilmaz2018", "self_critical_cohesion", "--amp"),
+    ("dca_lstm_small", "focal_copy_coverage", "--bf16-autocast"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch, criterion, precision", PRESETS, ids=[p[0] for p in PRESETS])
+def test_paper_presets_train_on_cuda_through_fairseq_train(data, tmp_path, arch, criterion, precision):
+    rl = ["--rl-max-len-b", "20"] if criterion.startswith("self_critical") else []
+    result = run(["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
+                  "--arch", arch, "--criterion", criterion, precision, *rl, "--optimizer", "adam", "--lr", "0.0005",
+                  "--max-tokens", "3000", "--max-update", "3", "--log-format", "simple", "--log-interval", "1",
+                  "--disable-validation", "--no-save", "--num-workers", "0"])
+    losses = logged_losses(result.stdout + result.stderr)
+    report(arch=arch, criterion=f"{criterion} (fairseq-train)", precision=precision, losses=losses)
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses), result.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -316,3 +316,28 @@ def test_bad_generator_options_are_reported():
         from fairseq_plugins.generation.ngram_blocking import NGramBlocker
 
         NGramBlocker(0)
+
+
+# ----------------------------------------------------------------------------------------------- empty documents
+@pytest.mark.parametrize("extra", [{}, {"coverage_penalty": 0.5}, {"print_alignment": "hard"}],
+                         ids=["plain", "coverage_penalty", "alignment"])
+def test_an_empty_source_gets_the_empty_summary_and_its_batch_mates_are_untouched(extra, caplog):
+    """A source of ``</s>`` alone (an empty input line) gets ``</s>`` as every hypothesis, score 0, with a logged
+    warning, whatever min_len says; the other documents of its batch get what they get alone."""
+    import logging
+
+    dictionary = tiny_dictionary(words="a b c", num_markers=2)
+    torch.manual_seed(3)
+    model = tiny_model(dictionary).eval()
+    pad, eos = dictionary.pad(), dictionary.eos()
+    src = torch.tensor([[pad, pad, pad, eos], [4, 5, 6, eos]])
+    options = dict(dictionary=dictionary, models=[model], min_len=5, max_len_b=8, **extra)
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.generation.generator"):
+        together = generate(build(**options), src, torch.tensor([1, 4]))
+    alone = generate(build(**options), src[1:], torch.tensor([4]))
+    assert len(together) == 2
+    for hypo in together[0]:
+        assert hypo["tokens"].tolist() == [eos] and float(hypo["score"]) == 0.0
+    assert [h["tokens"].tolist() for h in together[1]] == [h["tokens"].tolist() for h in alone[0]]
+    assert len(together[1][0]["tokens"]) > 1
+    assert any("1 empty document in this batch: empty summary" in r.getMessage() for r in caplog.records)

@@ -2,6 +2,7 @@
 
 One module fixture trains pgn_lstm_small for a few updates on 200 SciTLDR-A documents through preprocess.sh and
 train.sh, with --tensorboard-logdir."""
+import logging
 import shutil
 import struct
 import subprocess
@@ -140,11 +141,23 @@ def test_one_summary_per_input_in_order(summarizer, documents):
     forward = summarizer.summarize(documents, beam=3, max_len_b=20, batch_size=4)  # two batches
     backward = summarizer.summarize(documents[::-1], beam=3, max_len_b=20, batch_size=4)
     assert len(forward) == len(documents)
-    assert forward[1].strip()  # the empty document gets a summary too (min_len 5 by default)
+    assert forward[1] == ""  # the empty document gets the empty summary: nothing is invented
     assert backward == forward[::-1]
     assert summarizer.summarize([]) == []
     with pytest.raises(TypeError):
         summarizer.summarize("a single string is not a list of documents")
+
+
+def test_an_empty_or_blank_document_gets_an_empty_summary_and_a_warning(summarizer, documents, caplog):
+    texts = ["", documents[0], " \t  "]
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.hub"):
+        summaries = summarizer.summarize(texts, beam=3, max_len_b=20)
+    assert summaries[0] == summaries[2] == "" and summaries[1].strip()
+    assert summaries[1] == summarizer.summarize(documents[:1], beam=3, max_len_b=20)[0]  # its batch-mates change nothing
+    warned = [r.getMessage() for r in caplog.records if "empty" in r.getMessage()]
+    assert warned == ["document 0 of 3: empty: its summary is empty", "document 2 of 3: empty: its summary is empty"]
+    details = summarizer.summarize_with_details(texts[:1])[0]
+    assert details.text == "" and details.input_report.empty
 
 
 def test_marker_like_token_and_oov_word_are_copyable_words(summarizer):

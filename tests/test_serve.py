@@ -76,6 +76,9 @@ def test_answer_reports_options_and_truncation(server):
     assert answer["warnings"] == ["documents[0]: truncated to 150 of its 300 tokens (150 not read; max_source_len "
                                   "of prep.json)"]
     assert answer["options"]["beam"] == 2 and answer["options"]["max_len_b"] == 60  # the model's own default
+    status, _, empty = server.post({"documents": [" ", MARKER_DOC]})
+    assert status == 200 and empty["summaries"][0] == "" and empty["summaries"][1]
+    assert empty["warnings"] == ["documents[0]: empty: its summary is empty"] and empty["inputs"][0]["tokens"] == 0
     status, _, refused = server.post({"documents": [MARKER_DOC, long_document], "strict": True})
     assert status == 422 and refused["reason"] == "lossy_input"
     assert "documents[1]: truncated to 150 of its 300 tokens" in refused["error"]
@@ -108,6 +111,7 @@ BAD_REQUESTS = [
      "min_len 30 is over max_len_b 10"),
     (b'{"documents": ["a"], "options": []}', 400, "bad_option", '"options" must be a JSON object'),
     (b'{"documents": ["a"], "strict": "yes"}', 400, "bad_request", "'strict' must be true or false"),
+    (b'{"documents": []}', 400, "no_documents", '"documents" is empty: send at least one raw text'),
 ]
 
 

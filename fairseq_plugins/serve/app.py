@@ -110,7 +110,8 @@ def answer(results: List, req) -> Dict:
     inputs = [{"tokens": r.tokens, "truncated_tokens": r.truncated_tokens, "overflow_words": r.overflow_words,
                "unk_tokens": r.unk_tokens} for _, r, _ in results]
     body = {"summaries": [text for text, _, _ in results], "inputs": inputs,
-            "warnings": [f"documents[{i}]: {r.describe()}" for i, (_, r, _) in enumerate(results) if r.lossy],
+            "warnings": [f"documents[{i}]: {r.describe()}" for i, (_, r, _) in enumerate(results)
+                         if r.worth_a_warning],
             "options": req.options}
     if req.details:
         body["details"] = [view for _, _, view in results]

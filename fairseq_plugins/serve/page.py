@@ -144,6 +144,12 @@ function showReport(input) {
 async function summarize(event) {
   if (event) event.preventDefault();
   $("error").textContent = "";
+  if ($("text").value.trim() === "") {
+    for (const id of ["summary", "report", "status"]) $(id).textContent = "";
+    $("source").replaceChildren();
+    $("error").textContent = "The document is empty: there is nothing to summarize.";
+    return;
+  }
   $("status").textContent = "summarizing...";
   $("submit").disabled = true;
   try {

@@ -102,6 +102,9 @@ def check_documents(documents, limits: Limits) -> List[str]:
     if not isinstance(documents, list):
         raise ApiError(400, "bad_request", f'"documents" must be a list of strings, not a JSON '
                                            f"{type(documents).__name__}")
+    if not documents:
+        raise ApiError(400, "no_documents", '"documents" is empty: send at least one raw text, '
+                                            '{"documents": ["text", ...]}')
     if len(documents) > limits.max_documents:
         raise ApiError(413, "too_many_documents", f"{len(documents)} documents in one request, over this "
                                                   f"server's limit of {limits.max_documents} (--max-documents): "

@@ -217,8 +217,10 @@ def report_split(name, stats, max_src, max_tgt):
     parts.append(f"marker overflow: {markers_d['overflow_documents']} documents "
                  f"({markers_d['overflow_words']} OOV words -> <unk>)")
     say(f"{name}: " + "; ".join(parts))
-    if src["empty"] or (stats.has_target and d["target"]["empty"]):
+    if stats.has_target and (src["empty"] or d["target"]["empty"]):
         say(f"{name}: warning: empty documents are kept as empty lines")
+    elif src["empty"]:
+        say(f"{name}: warning: {src['empty']} empty documents: each gets an empty summary")
     if markers_d["overflow_documents"]:
         say(f"{name}: warning: {markers_d['overflow_documents']} documents have more distinct OOV words than "
             f"markers; raise --num-markers or --vocab-size")
