@@ -8,7 +8,8 @@
 #
 #   --split SPLIT   summarize DATA_DIR's binarized split (default: test), with fairseq-generate
 #   --input FILE    summarize raw documents, one per line ('-' = stdin), with fairseq-interactive
-#   --output FILE   where the summaries go (default and '-': stdout); exactly one line per input document, in order
+#   --output FILE   where the summaries go (default and '-': stdout; a missing folder is created); exactly one line
+#                   per input document, in order
 #   --checkpoint    checkpoint file in SAVE_DIR (default: checkpoint_best.pt)
 #   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE), then summ-analyze's
 #                   novel n-grams, copied sentences and repetition of the summaries and the references against
@@ -71,6 +72,9 @@ if [[ -n "$quantize" ]]; then
     done
 fi
 [[ -f "$save/$checkpoint" ]] || die_input "checkpoint not found: $save/$checkpoint"
+if [[ -n "$output" && ! -d "$(dirname "$output")" ]]; then
+    mkdir -p "$(dirname "$output")" 2>/dev/null || die_input "--output $output: cannot create its folder $(dirname "$output")"
+fi
 if [[ -f "$save/manifest.json" || -f "$save/MODEL_CARD.md" ]]; then  # a summ-package: checked before use
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.package verify "$save" \
         || exit 2
@@ -109,6 +113,9 @@ if [[ -n "$split" ]]; then
     fairseq_quietly fairseq_command fairseq-generate "$data/bin" --gen-subset "$split" "${common[@]}" "$@"
 else
     [[ "$input" == "-" || -f "$input" ]] || die_input "input not found: $input"
+    if [[ "$input" == "-" && -t 0 ]]; then
+        printf '%s: reading documents from the terminal, one per line; end with Ctrl-D\n' "$(basename "$0")" >&2
+    fi
     step "Preparing raw input ($input)"
     summ-prepare --apply "$data/prep.json" --input "$input" --out-prefix "$work/input"
     oov="$work/input.oov"

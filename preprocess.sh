@@ -12,6 +12,7 @@
 #   bin/      fairseq binaries with a joined dictionary (input of fairseq-train / fairseq-generate)
 #   prep.json the preprocessing settings (reused to prepare raw text at generation time), sp.model if any
 #   config.json which config prepared it (train.sh defaults to it and checks a -c against its PREP_ARGS)
+#   preprocess.log fairseq-preprocess's messages (its settings and counts; the end of it is shown if it fails)
 # Extra options are passed to fairseq-preprocess (e.g. --workers 8).  Options of this script (-c) go anywhere
 # before RAW_DIR.  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 set -euo pipefail
@@ -45,11 +46,14 @@ done
 mkdir -p "$data/ref"
 for split in "${splits[@]}"; do cp "$raw/$split.tgt" "$data/ref/$split.tgt"; done
 
-step "Binarizing with fairseq-preprocess (splits: ${splits[*]})"
+log="$data/preprocess.log"
+: > "$log"
+step "Binarizing with fairseq-preprocess (splits: ${splits[*]}; its messages: $log)"
 prefixes=(--trainpref "$data/tok/train")
 [[ " ${splits[*]} " == *" valid "* ]] && prefixes+=(--validpref "$data/tok/valid")
 [[ " ${splits[*]} " == *" test "* ]] && prefixes+=(--testpref "$data/tok/test")
-fairseq-preprocess --source-lang src --target-lang tgt "${prefixes[@]}" --destdir "$data/bin" \
-    --srcdict "$data/dict.txt" --joined-dictionary --workers 2 "$@"
+# fairseq-preprocess logs its Namespace dump and INFO lines on stdout, its warnings on stderr: both to the log
+quietly "$log" fairseq-preprocess --source-lang src --target-lang tgt "${prefixes[@]}" --destdir "$data/bin" \
+    --srcdict "$data/dict.txt" --joined-dictionary --workers 2 "$@" >>"$log"
 record_config "$data" data "$@"
 step "Done: train with  ./train.sh $data SAVE_DIR  (config $CONFIG_NAME, recorded in $data/config.json)"

@@ -58,7 +58,6 @@ a fairseq checkpoint holds).
 """
 import argparse
 import dataclasses
-import difflib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ from fairseq_plugins import package, run_config
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
+from fairseq_plugins.text.textio import closest_name
 from fairseq_plugins.text.tokenization import Tokenizer
 
 # generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
@@ -193,9 +193,8 @@ def check_options(options: Dict, caller: str = "summarize") -> None:
     names = known_options()
     for name in options:
         if name not in names:
-            head = name.split("_")[0]  # beam_size -> beam
-            close = [head] if head in names else difflib.get_close_matches(name, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
+            close = closest_name(name, names)
+            hint = f"; did you mean {close!r}?" if close else f"; known options: {', '.join(names)}"
             raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
 
 

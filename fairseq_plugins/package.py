@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from fairseq_plugins import run_config
+from fairseq_plugins.text.textio import finish_parser
 
 PROG = "summ-package"
 MANIFEST = "manifest.json"
@@ -230,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="preprocess.sh's DATA_DIR, where files SAVE_DIR lacks are looked up")
     parser.add_argument("--rouge", metavar="FILE", help="the model's measured test ROUGE (generate.sh --score's "
                                                         "or summ-rouge's report), copied into the model card")
-    return parser
+    return finish_parser(parser)
 
 
 def main(argv=None) -> int:

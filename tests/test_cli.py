@@ -2,6 +2,7 @@
 output options (the old ones as aliases), one exit-code scheme (0 success, 1 runtime failure, 2 usage or bad
 input), detokenized English for users and tokens for ROUGE, copied words spelled as the source spells them, and
 quiet shell scripts (fairseq's noise in a log file)."""
+import importlib
 import importlib.util
 import re
 import sys
@@ -63,6 +64,35 @@ TOOLS = [average_checkpoints, rouge_significance, visualize_attention, attention
 def test_version_everywhere(module, capsys):
     status, out, _ = main_status(module, ["--version"], capsys)
     assert status == 0 and VERSION.match(out.strip()), out
+
+
+def project_scripts():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def call_entry_point(target, argv, capsys):
+    """(exit status, stdout, stderr) of a ``module:function`` entry point called with ``argv``."""
+    module_name, function = target.split(":")
+    main = getattr(importlib.import_module(module_name), function)
+    try:
+        status = main(argv)
+    except SystemExit as err:
+        status = err.code
+    captured = capsys.readouterr()
+    return status or 0, captured.out, captured.err
+
+
+@pytest.mark.parametrize("name", sorted(project_scripts()))
+def test_every_command_takes_version_and_shows_plain_help(name, capsys):
+    """Every [project.scripts] entry: --version exits 0 with the version line; --help is plain text (no reST
+    backquotes or roles)."""
+    target = project_scripts()[name]
+    status, out, _ = call_entry_point(target, ["--version"], capsys)
+    assert status == 0 and VERSION.match(out.strip()), (name, out)
+    status, out, _ = call_entry_point(target, ["--help"], capsys)
+    assert status == 0 and out.startswith("usage:"), (name, out[:200])
+    assert "``" not in out and not re.search(r":(func|class|meth|mod|attr):", out), (name, out)
+    assert not re.search(r"`[^`\s]+`", out), (name, re.findall(r"`[^`\s]+`", out)[:3])
 
 
 def test_the_moved_scripts_are_installed_commands_and_their_old_paths_shims():
@@ -282,3 +312,27 @@ def test_generate_is_quiet_with_a_log_file_and_verbose_brings_it_back(tiny_run):
     verbose = run(["./generate.sh", "--verbose", "--input", docs, work / "data", work / "model", "--max-len-b", "5"])
     assert "INFO" in verbose.stderr and "'beam': 5" in verbose.stderr
     assert len(verbose.stdout.split("\n")) == 3
+
+
+@pytest.mark.slow
+def test_generate_creates_a_missing_output_folder_and_an_empty_line_gets_an_empty_summary(tiny_run):
+    work, _ = tiny_run
+    docs = work / "docs_with_blank.txt"
+    write(docs, ["", "The town of Smallville did not win .", "   "])
+    output = work / "not" / "yet" / "there" / "test.sum"
+    result = run(["./generate.sh", "--input", docs, "--output", output, work / "data", work / "model",
+                  "--max-len-b", "5"])
+    lines = output.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[0] == lines[2] == "" and lines[1].strip() and lines[3] == ""
+    assert "2 empty documents: each gets an empty summary" in result.stderr
+
+
+@pytest.mark.slow
+def test_generate_into_a_folder_that_cannot_be_made_is_a_clean_usage_error(tiny_run, tmp_path):
+    work, _ = tiny_run
+    (tmp_path / "a_file").write_text("x")
+    result = run(["./generate.sh", "--split", "test", "--output", tmp_path / "a_file" / "out.sum", work / "data",
+                  work / "model"], check=False)
+    assert result.returncode == 2
+    assert "generate.sh: error: --output" in result.stderr and "cannot create its folder" in result.stderr
+    assert "line " not in result.stderr  # no bash error message

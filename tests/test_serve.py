@@ -100,7 +100,10 @@ BAD_REQUESTS = [
      "truncated"),
     (json.dumps({"documents": ["a"] * 4, "pad": "x" * 50000}).encode(), 413, "body_too_large",
      "over this server's limit of 40000 bytes"),
-    (b'{"documents": ["a"], "options": {"beam_size": 2}}', 400, "bad_option", "unknown option 'beam_size'"),
+    (b'{"documents": ["a"], "options": {"beam_size": 2}}', 400, "bad_option",
+     "unknown option 'beam_size'; did you mean 'beam'?"),
+    (b'{"documents": ["a"], "options": {"coverage_penality": 2}}', 400, "bad_option",
+     "unknown option 'coverage_penality'; did you mean 'coverage_penalty'?"),
     (b'{"documents": ["a"], "options": {"beam": "5"}}', 400, "bad_option", "option beam (beam size) must be an "
                                                                            "integer"),
     (b'{"documents": ["a"], "options": {"beam": true}}', 400, "bad_option", "must be an integer"),
@@ -129,6 +132,19 @@ def test_unknown_path_and_method_are_json_errors(server):
         got, _, answer = server.request(urllib.request.Request(server.url + path, method=method,
                                                                data=b"{}" if method == "POST" else None), 30)
         assert got == status and answer["reason"] == f"http_{status}" and path in answer["error"]
+
+
+def error_counts(server) -> str:
+    return "\n".join(line for line in server.get("/metrics")[2].splitlines()
+                     if line.startswith("summ_serve_errors_total"))
+
+
+def test_the_browsers_icon_request_is_no_error(server):
+    before = error_counts(server)
+    status, _, body = server.get("/favicon.ico")
+    assert status == 204 and body == ""
+    assert error_counts(server) == before
+    assert 'summ_serve_requests_total{path="/favicon.ico",status="204"}' in server.get("/metrics")[2]
 
 
 def test_health_and_metrics(server):

@@ -523,3 +523,47 @@ def test_sentencepiece_unknown_normalization_is_refused(tmp_path):
     with pytest.raises(ValueError, match="normalization 'nfkd' \\(choose from identity"):
         _sp_model(tmp_path, "zh", normalization="nfkd")
     assert not (tmp_path / "sp.model").exists()
+
+
+def test_convert_jsonl_nested_fields(tmp_path, capsys):
+    path = tmp_path / "aclsum.jsonl"
+    path.write_text(json.dumps({"meta": {"id": 3}, "sentences": {"abstract": ["One.", " two\n"], "title": "T  1"}})
+                    + "\n" + json.dumps({"meta": {"id": "b"}, "sentences": {"abstract": "x", "title": "T2"}})
+                    + "\n", encoding="utf-8")
+    ok(convert, ["jsonl", path, "--src-field", "sentences.abstract", "--tgt-field", "sentences.title",
+                 "--id-field", "meta.id", "--out-prefix", tmp_path / "acl"], capsys)
+    assert lines(tmp_path / "acl.src") == ["One. two", "x"]
+    assert lines(tmp_path / "acl.tgt") == ["T 1", "T2"]
+    assert lines(tmp_path / "acl.ids") == ["3", "b"]
+
+
+def test_convert_jsonl_literal_dotted_key(tmp_path, capsys):
+    path = tmp_path / "dots.jsonl"
+    path.write_text(json.dumps({"doc.text": "literal", "doc": {"text": "nested"}, "a": {"b.c": "deep"}}) + "\n",
+                    encoding="utf-8")
+    ok(convert, ["jsonl", path, "--src-field", "doc.text", "--tgt-field", "a.b.c", "--out-prefix", tmp_path / "d"],
+       capsys)
+    assert lines(tmp_path / "d.src") == ["literal"]
+    assert lines(tmp_path / "d.tgt") == ["deep"]
+
+
+def test_convert_jsonl_nested_field_errors(tmp_path, capsys):
+    path = tmp_path / "train.jsonl"
+    cases = {
+        '{"sentences": {"title": "t", "intro": "i"}}': "train.jsonl:2: missing field 'sentences.abstract' "
+                                                        "('abstract' not in 'sentences'; fields there: title, intro)",
+        '{"text": "t"}': "train.jsonl:2: missing field 'sentences.abstract' ('sentences' not at the top level; "
+                         "fields there: text)",
+        '{"sentences": "a string"}': "train.jsonl:2: field 'sentences.abstract' goes through 'sentences', "
+                                     "which is str \"a string\", not a JSON object",
+        '{"sentences": [1, 2]}': "train.jsonl:2: field 'sentences.abstract' goes through 'sentences', "
+                                 "which is list [1, 2], not a JSON object",
+        '{"sentences": {"abstract": null}}': "train.jsonl:2: missing field 'sentences.abstract' ('abstract' is "
+                                             "null in 'sentences'; fields there: abstract)",
+    }
+    for second, message in cases.items():
+        path.write_text('{"sentences": {"abstract": "a"}}\n' + second + "\n", encoding="utf-8")
+        status, err = run(convert, ["jsonl", path, "--src-field", "sentences.abstract", "--no-target",
+                                    "--out-prefix", tmp_path / "b"], capsys)
+        assert status == 2 and message in err, (message, err)
+        assert "Traceback" not in err and not (tmp_path / "b.src").exists()

@@ -13,8 +13,8 @@ generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same opti
                              hypothesis's score (Wu et al. 2016, "Google's Neural Machine Translation System",
                              eq 14; OpenNMT-py ``-coverage_penalty wu -beta BETA``)
 
-An empty document (an empty or blank input line, whose source is ``</s>`` alone) gets an empty summary and a
-logged warning, never text the model invents from nothing.
+An empty document (an empty or blank input line, whose source is ``</s>`` alone) gets an empty summary (and a line
+in the log at INFO level), never text the model invents from nothing.
 
 fairseq's own ``--no-repeat-ngram-size N`` reads a pad-filled buffer on a CPU and blocks nothing there (fairseq
 0.12.x, issue 5206): under this generator it means ``--block-ngram-repeat N``.
@@ -82,8 +82,8 @@ class SummarizationGenerator(SequenceGenerator):
 def empty_sources_get_empty_summaries(finalized: List[List[Dict[str, Tensor]]], src_tokens: Tensor, pad: int,
                                       eos: int) -> None:
     """A document with no token (its source is ``</s>`` alone: an empty or blank input line) gets the empty
-    summary, score 0, as each of its hypotheses, instead of text the model would invent from nothing; a warning
-    counts them.  In place.  src_tokens: B x S."""
+    summary, score 0, as each of its hypotheses, instead of text the model would invent from nothing; an INFO
+    line counts them.  In place.  src_tokens: B x S."""
     words = (src_tokens.ne(pad) & src_tokens.ne(eos)).sum(dim=1)  # B
     empty = (words == 0).nonzero().flatten().tolist()
     for row in empty:
@@ -93,7 +93,7 @@ def empty_sources_get_empty_summaries(finalized: List[List[Dict[str, Tensor]]], 
                         positional_scores=hypo["positional_scores"].new_zeros(1),
                         attention=attention[:, :1] if attention is not None and attention.numel() else attention)
     if empty:
-        logger.warning("%d empty document%s in this batch: empty summary", len(empty), "s" if len(empty) > 1 else "")
+        logger.info("%d empty document%s in this batch: empty summary", len(empty), "s" if len(empty) > 1 else "")
 
 
 def add_coverage_penalty(hypos: List[Dict[str, Tensor]], source_length: int, beta: float) -> None:

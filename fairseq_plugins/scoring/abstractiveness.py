@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_plugins.scoring.rouge_python import split_sentences
-from fairseq_plugins.text.textio import (STDOUT, UserError, add_version, display_name, no_stdout, read_lines, run_cli,
+from fairseq_plugins.text.textio import (STDOUT, UserError, display_name, finish_parser, no_stdout, read_lines, run_cli,
                                          write_text)
 
 PROG = "summ-analyze"
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "(- = stdout: the report then goes to stderr)")
     p.add_argument("--html-docs", type=int, default=100, metavar="N",
                    help="documents on the --html page: the first N (default 100; 0 = all)")
-    return add_version(p)
+    return finish_parser(p)
 
 
 def to_json(results: Dict, n_docs: int, args) -> Dict:

@@ -25,7 +25,7 @@ import time
 from typing import Sequence
 
 from fairseq_plugins.scoring import rouge155
-from fairseq_plugins.text.textio import add_version, report_error
+from fairseq_plugins.text.textio import finish_parser, report_error
 
 DEFAULT_ROUGE_N = 2
 
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-ir", "--ignore_empty_reference", action="store_true")
     p.add_argument("-is", "--ignore_empty_summary", action="store_true")
     p.add_argument("-i", "--ignore_empty", action="store_true", help="both -ir and -is (older files2rouge)")
-    add_version(p)
+    finish_parser(p)
     args = p.parse_args(argv)
     if args.stemming:
         p.error("files2rouge uses stemming by default so --stemming is deprecated. "

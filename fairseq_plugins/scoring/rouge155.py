@@ -43,7 +43,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape
 
 from fairseq_plugins.scoring.rouge_python import as_references, as_sentences, split_sentences
-from fairseq_plugins.text.textio import add_version, report_error
+from fairseq_plugins.text.textio import finish_parser, report_error
 
 ENGLISH_ARGS = ("-c", "95", "-r", "1000", "-n", "2", "-a")  # plus "-m" when stemming
 NLPCC_ARGS = ("-c", "95", "-r", "1000", "-n", "4", "-2", "4", "-u", "-a")
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-doc", metavar="OUT.tsv", help="write each document's F/P/R (fractions) to a TSV file")
     p.add_argument("--prepare", action="store_true",
                    help="set up ROUGE-1.5.5 (chmod, Perl modules, WordNet exception DB), idempotent")
-    add_version(p)
+    finish_parser(p)
     args = p.parse_args(argv)
     try:
         if args.prepare:

@@ -35,6 +35,7 @@ from fairseq_plugins.serve.batcher import Draining, MicroBatcher, Overloaded
 from fairseq_plugins.serve.metrics import Metrics
 from fairseq_plugins.serve.page import copy_view, render_page
 from fairseq_plugins.serve.requests import ApiError, Limits, OPTION_RULES, parse_request
+from fairseq_plugins.text.textio import finish_parser
 
 PROG = "summ-serve"
 logger = logging.getLogger("fairseq_plugins.serve")
@@ -136,6 +137,11 @@ async def page(request: web.Request) -> web.Response:
     return web.Response(text=render_page(service.defaults, service.limits, service.name), content_type="text/html")
 
 
+async def no_icon(request: web.Request) -> web.Response:
+    """The browser's request for an icon: 204, no icon and no error."""
+    return web.Response(status=204)
+
+
 # ---------------------------------------------------------------------------------------------- errors, counts
 def error_response(status: int, reason: str, message: str, retry_after=None) -> web.Response:
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
@@ -174,6 +180,7 @@ def make_app(service: Service) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/", page)
+    app.router.add_get("/favicon.ico", no_icon)
 
     async def start_batcher(app):
         app[SERVICE].batcher.start()
@@ -192,17 +199,21 @@ async def serve(app: web.Application, host: str, port: int, drain_timeout: float
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     stop = asyncio.Event()
+    service = app[SERVICE]
+
+    def on_signal():  # runs as soon as the loop reads the signal: no request queued after it is accepted
+        service.batcher.drain()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
     bound_host, bound_port = runner.addresses[0][:2]
     logger.info("listening on http://%s:%d/ (POST /summarize, GET /health, GET /metrics, GET /)", bound_host,
                 bound_port)
     await stop.wait()
-    service = app[SERVICE]
     logger.info("draining: %d accepted requests to answer, no new ones", service.in_progress)
-    service.batcher.drain()
-    await runner.cleanup()
+    await runner.cleanup()  # stops listening first, then waits for the accepted requests
     logger.info("stopped")
 
 
@@ -230,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="documents waiting at most; beyond, 503 with Retry-After")
     parser.add_argument("--drain-timeout", type=float, default=60.0,
                         help="on SIGTERM, seconds to answer the accepted requests")
-    return parser
+    return finish_parser(parser)
 
 
 def check_args(parser, args) -> None:

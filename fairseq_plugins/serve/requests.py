@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from fairseq_plugins.text.textio import closest_name
+
 
 class ApiError(Exception):
     """A request the server refuses: HTTP ``status``, ``reason`` (a metrics label) and a message."""
@@ -126,7 +128,9 @@ def check_options(options, defaults: Dict, limits: Limits) -> Dict:
     checked = {name: defaults[name] for name in OPTION_RULES if name in defaults}
     for name, value in options.items():
         if name not in OPTION_RULES:
-            raise ApiError(400, "bad_option", f"unknown option {name!r}; the options are "
+            close = closest_name(name, OPTION_RULES)
+            hint = f"did you mean {close!r}? " if close else ""
+            raise ApiError(400, "bad_option", f"unknown option {name!r}; {hint}the options are "
                                               f"{', '.join(OPTION_RULES)}")
         checked[name] = check_option(name, value, limits)
     if checked.get("min_len", 1) > checked.get("max_len_b", limits.max_len) and checked.get("max_len_a", 0) == 0:

@@ -6,9 +6,11 @@ sentences is joined with a space, or with `` TOKEN `` when ``--sent-sep TOKEN`` 
 Nothing is dropped: empty documents are written as empty lines and counted in the report on stderr (the one
 filter, ``lcsts --min-score``, is asked for and its count reported).
 
-Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl``, ``tsv``, ``lcsts`` (the LCSTS release's
-``<doc>`` records), ``parallel`` (two line files), and ``split`` (deterministic train/valid/test split of
-converted pairs, near-duplicates kept together).
+Formats (subcommands): ``story`` (CNN/DailyMail .story files), ``jsonl`` (JSON lines; ``--src-field``,
+``--tgt-field`` and ``--id-field`` take a key or a dotted path such as ``sentences.abstract`` into nested
+objects, a key that itself has dots being taken as it is where it exists), ``tsv``, ``lcsts`` (the LCSTS
+release's ``<doc>`` records), ``parallel`` (two line files), and ``split`` (deterministic train/valid/test
+split of converted pairs, near-duplicates kept together).
 Run ``summ-convert FORMAT --help`` for the options of each.  ``-`` as an input file is stdin; the outputs are
 named by ``--output-prefix`` (``--output-dir`` for ``split``; ``--out-prefix`` and ``--out-dir`` are older
 spellings).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
@@ -20,7 +22,7 @@ import os
 import re
 import sys
 
-from .textio import (AtomicWriter, UserError, add_version, count_lines, display_name, no_stdout, normalize_space,
+from .textio import (AtomicWriter, UserError, count_lines, display_name, finish_parser, no_stdout, normalize_space,
                      read_lines, run_cli)
 
 PROG = "summ-convert"
@@ -154,11 +156,41 @@ def _describe(value):
 
 
 def _field(obj, field, where):
-    if not isinstance(obj, dict):
-        raise UserError(f"{where}: expected a JSON object, got {_describe(obj)}")
-    if field not in obj or obj[field] is None:
-        raise UserError(f"{where}: missing field {field!r} (fields: {', '.join(map(str, obj)) or 'none'})")
-    return obj[field]
+    """The value of FIELD in the JSON object OBJ: a key, or a dotted path ``a.b.c`` through nested objects.
+    A missing or null value, or a step through a value that is not an object, is an error naming WHERE."""
+    parts = field.split(".")
+    value, start = obj, 0
+    while start < len(parts):
+        if not isinstance(value, dict):
+            if not start:
+                raise UserError(f"{where}: expected a JSON object, got {_describe(value)}")
+            raise UserError(f"{where}: field {field!r} goes through {'.'.join(parts[:start])!r}, which is "
+                            f"{_describe(value)}, not a JSON object")
+        end = _key_end(value, parts, start)
+        key = ".".join(parts[start:end])
+        if value.get(key) is None:
+            raise UserError(_missing(field, key, ".".join(parts[:start]), value, where))
+        value, start = value[key], end
+    return value
+
+
+def _key_end(obj, parts, start):
+    """Where the key of OBJ that begins at PARTS[START] ends: the longest run of parts joined by dots that OBJ
+    has as a key (so a key with dots in it is taken as it is), else the one part START."""
+    for end in range(len(parts), start, -1):
+        if ".".join(parts[start:end]) in obj:
+            return end
+    return start + 1
+
+
+def _missing(field, key, parent, obj, where):
+    """The error message for FIELD whose step KEY is absent or null in OBJ, the object at the path PARENT."""
+    fields = ", ".join(map(str, obj)) or "none"
+    if key == field:
+        return f"{where}: missing field {field!r} (fields: {fields})"
+    what = "is null" if key in obj else "not"
+    place = f"in {parent!r}" if parent else "at the top level"
+    return f"{where}: missing field {field!r} ({key!r} {what} {place}; fields there: {fields})"
 
 
 def cmd_jsonl(args):
@@ -420,7 +452,7 @@ def cmd_split(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_version(parser)
+    finish_parser(parser)
     sub = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
 
     def common(p, target_sep=True):
@@ -440,16 +472,18 @@ def build_parser():
     p.set_defaults(func=cmd_story)
 
     p = sub.add_parser("jsonl", help="JSON lines (.gz accepted); a field is a string or a list of sentences")
+    path_help = (": a key, or a dotted path a.b.c into nested objects (a key that itself has dots is taken as it is "
+                 "where it exists)")
     p.add_argument("input", help="file, file.gz or - for stdin")
-    p.add_argument("--src-field", required=True)
-    p.add_argument("--tgt-field")
+    p.add_argument("--src-field", required=True, help="field of the source" + path_help)
+    p.add_argument("--tgt-field", help="field of the target" + path_help)
     p.add_argument("--no-target", action="store_true", help="write PREFIX.src only")
     p.add_argument("--target-index", type=int, metavar="K",
                    help="the target field is a list of alternative references: PREFIX.tgt gets reference K")
     p.add_argument("--all-targets", action="store_true",
                    help="the target field is a list of references: also write PREFIX.tgt.all, one JSON array "
                         "of all references per line (PREFIX.tgt gets reference --target-index, default 0)")
-    p.add_argument("--id-field", help="also write this field to PREFIX.ids")
+    p.add_argument("--id-field", help="field also written to PREFIX.ids" + path_help)
     common(p)
     p.set_defaults(func=cmd_jsonl)
 

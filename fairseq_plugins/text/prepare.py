@@ -33,12 +33,14 @@ never enter the vocabulary: they are OOV words and get their own marker, so they
 """
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
 
 from . import markers
-from .textio import AtomicWriter, UserError, add_version, count_lines, display_name, no_stdout, read_lines, run_cli
+from .textio import (AtomicWriter, UserError, count_lines, display_name, finish_parser, no_stdout, read_lines,
+                     run_cli)
 from .tokenization import DEFAULT_UNIT, LANGS, SP_NORMALIZATION, Tokenizer, check_unit, train_sentencepiece
 
 PROG = "summ-prepare"
@@ -67,7 +69,8 @@ def progress(name, count, done=False):
 
 # ----------------------------------------------------------------------------------------------- marking
 class MarkStats:
-    """Counters of one split (or one apply run)."""
+    """Counters of one split (or one apply run), and the token length of every document before truncation
+    (``lengths["src"]``, ``lengths["tgt"]``: lists of ints, in document order)."""
 
     def __init__(self):
         self.documents = 0
@@ -78,9 +81,11 @@ class MarkStats:
         self.marker_overflow_documents = 0
         self.marker_overflow_words = 0
         self.max_markers_in_document = 0
+        self.lengths = {"src": [], "tgt": []}
 
     def length(self, side, n_tokens, limit):
         counts = self.src if side == "src" else self.tgt
+        self.lengths[side].append(n_tokens)
         counts["longest"] = max(counts["longest"], n_tokens)
         counts["empty"] += n_tokens == 0
         if limit and n_tokens > limit:
@@ -187,8 +192,52 @@ def read_dict(path):
 
 
 # ----------------------------------------------------------------------------------------------- reporting
+TRUNCATION_WARNING_SHARE = 0.05  # a split with a larger share of truncated sources (or targets) gets a warning
+
+
 def _pct(part, whole):
     return f"{100.0 * part / whole:.2f}%" if whole else "n/a"
+
+
+def percentile(lengths, q):
+    """The ``q``-th percentile of ``lengths`` by nearest rank: the smallest length that at least ``q`` % of them do
+    not exceed, i.e. the truncation limit that keeps ``q`` % of the documents whole (0 for no lengths)."""
+    if not lengths:
+        return 0
+    ordered = sorted(lengths)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+def too_many_truncated(truncated, documents):
+    """Whether ``truncated`` of ``documents`` is more than TRUNCATION_WARNING_SHARE of them."""
+    return documents > 0 and truncated > TRUNCATION_WARNING_SHARE * documents
+
+
+def warn_truncation(name, stats, max_src, max_tgt):
+    """Build mode: for each side of a split whose share of truncated documents is too large (too_many_truncated),
+    a warning with that share, the lengths that would keep 95 % and 99 % of the documents whole (percentiles of
+    the lengths before truncation) and the option to raise."""
+    sides = [("sources", "src", stats.src, max_src, "--max-source-len")]
+    if stats.has_target:
+        sides.append(("targets", "tgt", stats.tgt, max_tgt, "--max-target-len"))
+    for label, side, counts, limit, option in sides:
+        if not limit or not too_many_truncated(counts["truncated"], stats.documents):
+            continue
+        lengths = stats.lengths[side]
+        say(f"{name}: warning: {counts['truncated']} of {stats.documents} {label} "
+            f"({_pct(counts['truncated'], stats.documents)}) are cut at {limit} tokens; "
+            f"{percentile(lengths, 95)} tokens would keep 95% of them whole, {percentile(lengths, 99)} tokens 99% "
+            f"(longest {counts['longest']}): raise {option} (preprocess.sh: in the config's PREP_ARGS)")
+
+
+def warn_apply_truncation(name, stats, max_src):
+    """Apply mode: a warning when too many documents (too_many_truncated) are longer than the model's
+    max_source_len, of which the model reads only the beginning."""
+    truncated = stats.src["truncated"]
+    if max_src and too_many_truncated(truncated, stats.documents):
+        say(f"{name}: warning: {truncated} of {stats.documents} documents ({_pct(truncated, stats.documents)}) "
+            f"are longer than the model's max_source_len ({max_src} tokens): it reads only their first "
+            f"{max_src} tokens")
 
 
 def report_split(name, stats, max_src, max_tgt):
@@ -313,8 +362,9 @@ def build(args):
     out_dir = args.out_dir
     tok_dir = os.path.join(out_dir, "tok")
     os.makedirs(tok_dir, exist_ok=True)
+    lowercase = args.lowercase or unit == "word"  # word units are always lower-cased (word_tokenize)
     settings = {
-        "raw_dir": os.path.abspath(args.raw_dir), "lang": lang, "unit": unit, "lowercase": args.lowercase,
+        "raw_dir": os.path.abspath(args.raw_dir), "lang": lang, "unit": unit, "lowercase": lowercase,
         "sp_vocab_size": args.sp_vocab_size if unit == "sp" else None,
         "sp_model_type": args.sp_model_type if unit == "sp" else None,
         "max_source_len": args.max_source_len, "max_target_len": args.max_target_len,
@@ -339,7 +389,7 @@ def build(args):
         say(f"sentencepiece model {sp_path}: {pieces} pieces"
             + (f" (fewer than the {args.sp_vocab_size} requested: small corpus)" if pieces < args.sp_vocab_size
                else ""))
-    tokenizer = Tokenizer(lang, unit, args.lowercase, sp_path)
+    tokenizer = Tokenizer(lang, unit, lowercase, sp_path)  # as tokenizer_from_prep makes it from prep.json
 
     stats = {split: MarkStats() for split in splits}
     counts = Counter()
@@ -388,6 +438,7 @@ def build(args):
                         otgt.write(" ".join(mtgt) + "\n")
                     ooov.write("\t".join(oov_words) + "\n")
             report_split(split, stats[split], args.max_source_len, args.max_target_len)
+            warn_truncation(split, stats[split], args.max_source_len, args.max_target_len)
     finally:
         for pair in plain.values():
             for path in pair:
@@ -466,6 +517,7 @@ def apply(args):
             osrc.write(" ".join(msrc) + "\n")
             ooov.write("\t".join(oov_words) + "\n")
     report_split(display_name(args.input), stats, max_src, None)
+    warn_apply_truncation(display_name(args.input), stats, max_src)
     say(f"wrote {args.out_prefix}.src and {args.out_prefix}.oov ({stats.documents} lines)")
 
 
@@ -494,7 +546,7 @@ def build_parser():
     a.add_argument("--input", help="raw text, one document a line (- for stdin)")
     a.add_argument("--output-prefix", "--out-prefix", dest="out_prefix", metavar="PREFIX",
                    help="write PREFIX.src and PREFIX.oov")
-    return add_version(parser)
+    return finish_parser(parser)
 
 
 def _main(argv):

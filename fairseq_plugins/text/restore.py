@@ -22,7 +22,7 @@ import sys
 
 from . import markers
 from .prepare import load_prep
-from .textio import AtomicWriter, UserError, add_version, count_lines, read_lines, run_cli
+from .textio import AtomicWriter, UserError, count_lines, finish_parser, read_lines, run_cli
 from .tokenization import detokenize, display_text
 
 PROG = "summ-restore"
@@ -151,7 +151,7 @@ def build_parser():
     parser.add_argument("--drop-unk", action="store_true", help="remove <unk> from the summaries")
     parser.add_argument("--no-detok", action="store_true",
                         help="write the text ROUGE scores (tokens separated by spaces), not detokenized English")
-    return add_version(parser)
+    return finish_parser(parser)
 
 
 def _main(argv):

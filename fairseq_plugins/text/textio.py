@@ -8,8 +8,10 @@ Lines are split on ``\\n`` only (never on the other characters ``str.splitlines`
 as U+2028 or U+0085), so that a document can never silently turn into two.  Every decoding problem is
 reported with the file name and the 1-based line number.
 """
+import difflib
 import gzip
 import os
+import re
 import sys
 
 STDIN = "-"
@@ -158,6 +160,36 @@ def add_version(parser):
     return parser
 
 
+def finish_parser(parser):
+    """A command's parser as every ``summ-*`` command has it: its help texts as plain text (``plain_text``) and
+    ``--version``."""
+    make_plain(parser)
+    return add_version(parser)
+
+
+def make_plain(parser) -> None:
+    """The parser's description, epilog and option help (its subcommands' too) as plain text."""
+    for name in ("description", "epilog"):
+        if getattr(parser, name):
+            setattr(parser, name, plain_text(getattr(parser, name)))
+    for action in parser._actions:
+        if action.help:
+            action.help = plain_text(action.help)
+        for subparser in (getattr(action, "choices", None) or {}).values() if action.nargs == "A..." else ():
+            make_plain(subparser)
+
+
+REST_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?: <[^>]*>)?`")  # :func:`name`, :class:`~a.b.Name`
+REST_LITERAL = re.compile(r"``(.+?)``|`([^`\n]+)`")
+
+
+def plain_text(text: str) -> str:
+    """reST markup of a docstring as a terminal should show it: roles reduced to their target's name
+    (``:class:`~a.b.Name``` -> Name, ``:func:`a.b``` -> a.b), double and single backquotes removed."""
+    text = REST_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
+    return REST_LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
+
+
 def no_stdout(option, path, why="this option names several files"):
     """A UserError when ``path`` is ``-`` for an output that cannot be stdout (a prefix, a directory, an image)."""
     if str(path) == STDOUT:
@@ -201,3 +233,13 @@ def run_cli(prog, body, argv=None):
 
 def warn(prog, message):
     print(f"{prog}: {message}", file=sys.stderr)
+
+
+def closest_name(name: str, names) -> str:
+    """The known name a misspelled ``name`` most likely meant ("" when none is close): its first word when that
+    is a name (beam_size -> beam), else difflib's closest match."""
+    head = name.split("_")[0]
+    if head in names:
+        return head
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return close[0] if close else ""

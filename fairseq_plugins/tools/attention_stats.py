@@ -41,7 +41,7 @@ import fairseq_plugins
 from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
 from fairseq_plugins.criterions.semantic_cohesion import (COHESION_STATES, DEFAULT_SENTENCE_END, delimiter_ids,
                                                          pair_cosines)
-from fairseq_plugins.text.textio import UserError, add_version, run_cli
+from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
 
 PROG = "summ-attention-stats"
 
@@ -154,7 +154,7 @@ def body(argv):
     parser.add_argument("--max-batches", type=int, help="stop after this many batches (default: the whole split)")
     parser.add_argument("--cohesion-state", choices=COHESION_STATES, default="after",
                         help="which decoder state ends a sentence, for end_cos_1/2 (semantic_cohesion's readings)")
-    add_version(parser)
+    finish_parser(parser)
     args = parser.parse_args(argv)
     model, task = load(args.checkpoint, args.bin_dir, args.split)
     dictionary = task.target_dictionary

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from fairseq_plugins.text.textio import UserError, add_version, run_cli
+from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
 
 PROG = "summ-average-checkpoints"
 
@@ -102,7 +102,7 @@ def _main(argv) -> None:
     parser.add_argument("--last", type=int, help="how many of the run's last checkpoints")
     parser.add_argument("--epochs", action="store_true", help="average checkpointE.pt files, not checkpoint_E_U.pt")
     parser.add_argument("-o", "--output", type=Path, required=True)
-    add_version(parser)
+    finish_parser(parser)
     args = parser.parse_args(argv)
     if str(args.output) == "-":
         parser.error("--output -: a checkpoint is binary; give a file name")

@@ -28,7 +28,7 @@ import json
 import torch
 
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
-from fairseq_plugins.text.textio import UserError, add_version, run_cli
+from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
 from fairseq_plugins.tools.attention_stats import load
 
 PROG = "summ-rl-stats"
@@ -81,7 +81,7 @@ def body(argv):
     parser.add_argument("--max-len-b", type=int, default=100, help="as --rl-max-len-b")
     parser.add_argument("--baseline-block-ngram", type=int, default=0, help="as --rl-baseline-block-ngram")
     parser.add_argument("--seed", type=int, default=1, help="seed of the samples")
-    add_version(parser)
+    finish_parser(parser)
     args = parser.parse_args(argv)
     for checkpoint in args.checkpoints:
         torch.manual_seed(args.seed)  # the same samples' randomness for every checkpoint

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fairseq_plugins.text.textio import UserError, add_version, run_cli
+from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
 
 PROG = "summ-rouge-significance"
 METRICS = ("rouge-1-f", "rouge-2-f", "rouge-l-f")
@@ -81,7 +81,7 @@ def _main(argv):
     parser.add_argument("b", type=Path, help="per-document scores of system B")
     parser.add_argument("--resamples", type=positive, default=10000)
     parser.add_argument("--seed", type=int, default=1)
-    add_version(parser)
+    finish_parser(parser)
     args = parser.parse_args(argv)
     a, b = read_per_doc(args.a), read_per_doc(args.b)
     if len(a) != len(b):

@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 
-from fairseq_plugins.text.textio import UserError, add_version, no_stdout, read_lines, run_cli
+from fairseq_plugins.text.textio import UserError, finish_parser, no_stdout, read_lines, run_cli
 
 PROG = "summ-visualize-attention"
 
@@ -43,7 +43,7 @@ def build_parser():
     parser.add_argument("--min-len", type=int, default=5)
     parser.add_argument("--lenpen", type=float, default=1.0)
     parser.add_argument("--quiet", action="store_true", help="no fairseq log messages")
-    return add_version(parser)
+    return finish_parser(parser)
 
 
 def read_document(path, index):

@@ -1,0 +1,129 @@
+"""summ-prepare's report: the truncation warning (build and apply mode), the lower-casing prep.json records, and
+preprocess.sh's fairseq-preprocess log."""
+import json
+
+import pytest
+
+from conftest import ROOT, run as run_command
+from fairseq_plugins.text import prepare
+
+LIMITS = ["--max-source-len", "12", "--max-target-len", "30"]
+
+
+def words(n, word="Word"):
+    """A document of ``n`` word tokens."""
+    return " ".join([word] * n)
+
+
+def write(path, documents):
+    path.write_text("".join(doc + "\n" for doc in documents), encoding="utf-8")
+
+
+def raw_corpus(raw):
+    """train: targets of 1..40 tokens (10 of 40 over 30); valid: 1 of 20 targets over 30 (5 %: no warning);
+    test: 3 of 20 sources over 12 tokens (20, 25, 30 tokens).  Every other source has at most 10 tokens."""
+    raw.mkdir()
+    write(raw / "train.src", [f"The Cat sat on the Mat {words(i % 3)}" for i in range(40)])
+    write(raw / "train.tgt", [words(n) for n in range(1, 41)])
+    write(raw / "valid.src", [words(10, "Cat")] * 20)
+    write(raw / "valid.tgt", [words(10)] * 19 + [words(50)])
+    write(raw / "test.src", [words(10, "Mat")] * 17 + [words(n, "Mat") for n in (20, 25, 30)])
+    write(raw / "test.tgt", [words(5)] * 20)
+    return raw
+
+
+def prepare_cli(argv, capsys):
+    """summ-prepare in-process: its stderr (asserting exit status 0)."""
+    capsys.readouterr()
+    status = prepare.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    return err
+
+
+@pytest.fixture
+def built(tmp_path, capsys):
+    """(output directory, stderr) of summ-prepare on raw_corpus with --unit word."""
+    raw = raw_corpus(tmp_path / "raw")
+    err = prepare_cli(["--raw-dir", raw, "--output-dir", tmp_path / "out", "--unit", "word", *LIMITS], capsys)
+    return tmp_path / "out", err
+
+
+def warnings(err, split):
+    return [line for line in err.splitlines() if line.startswith(f"summ-prepare: {split}: warning:")]
+
+
+def test_percentile_is_the_length_that_keeps_that_share_whole():
+    assert prepare.percentile(list(range(1, 101)), 95) == 95
+    assert prepare.percentile(list(range(1, 41)), 95) == 38 and prepare.percentile(list(range(1, 41)), 99) == 40
+    assert prepare.percentile([7], 99) == 7 and prepare.percentile([], 95) == 0
+
+
+def test_build_warns_when_more_than_5_percent_are_truncated(built):
+    _, err = built
+    assert "targets truncated to 30 tokens: 10 (25.00%; longest 40)" in err  # the report line is unchanged
+    assert warnings(err, "train") == [
+        "summ-prepare: train: warning: 10 of 40 targets (25.00%) are cut at 30 tokens; 38 tokens would keep 95% "
+        "of them whole, 40 tokens 99% (longest 40): raise --max-target-len (preprocess.sh: in the config's "
+        "PREP_ARGS)"]
+    assert warnings(err, "test") == [
+        "summ-prepare: test: warning: 3 of 20 sources (15.00%) are cut at 12 tokens; 25 tokens would keep 95% "
+        "of them whole, 30 tokens 99% (longest 30): raise --max-source-len (preprocess.sh: in the config's "
+        "PREP_ARGS)"]
+    assert "targets truncated to 30 tokens: 1 (5.00%; longest 50)" in err
+    assert warnings(err, "valid") == []  # 5 % exactly: no warning
+
+
+def test_no_warning_without_a_limit(tmp_path, capsys):
+    raw = raw_corpus(tmp_path / "raw")
+    err = prepare_cli(["--raw-dir", raw, "--output-dir", tmp_path / "out", "--unit", "word", "--max-source-len",
+                       "0", "--max-target-len", "0", "--num-markers", "20"], capsys)
+    assert "are cut at" not in err
+
+
+def test_prep_json_records_the_lowercasing_of_word_units(built, tmp_path, capsys):
+    out, err = built
+    assert json.loads((out / "prep.json").read_text())["settings"]["lowercase"] is True
+    assert "lowercase=True" in err
+    assert (out / "tok" / "train.src").read_text().startswith("the cat sat on the mat\n")
+    # generation time tokenizes as the build did
+    prepare_cli(["--apply", out / "prep.json", "--input", tmp_path / "raw" / "train.src", "--output-prefix",
+                 tmp_path / "again"], capsys)
+    assert (tmp_path / "again.src").read_text() == (out / "tok" / "train.src").read_text()
+    err = prepare_cli(["--raw-dir", tmp_path / "raw", "--output-dir", tmp_path / "keep", "--unit", "keep",
+                       *LIMITS], capsys)
+    assert json.loads((tmp_path / "keep" / "prep.json").read_text())["settings"]["lowercase"] is False
+    assert "lowercase=False" in err
+
+
+def test_apply_warns_about_documents_longer_than_the_model_reads(built, tmp_path, capsys):
+    out, _ = built
+    write(tmp_path / "new.txt", [words(20)] * 4 + [words(3)] * 6)
+    err = prepare_cli(["--apply", out / "prep.json", "--input", tmp_path / "new.txt", "--output-prefix",
+                       tmp_path / "new"], capsys)
+    assert f"summ-prepare: {tmp_path / 'new.txt'}: warning: 4 of 10 documents (40.00%) are longer than the " \
+           "model's max_source_len (12 tokens): it reads only their first 12 tokens" in err
+    write(tmp_path / "few.txt", [words(20)] + [words(3)] * 24)  # 4 %
+    err = prepare_cli(["--apply", out / "prep.json", "--input", tmp_path / "few.txt", "--output-prefix",
+                       tmp_path / "few"], capsys)
+    assert "sources truncated to 12 tokens: 1 (4.00%" in err and "warning" not in err
+
+
+@pytest.mark.slow
+def test_preprocess_sh_logs_fairseq_preprocess_to_a_file(tmp_path):
+    raw = raw_corpus(tmp_path / "raw")
+    config = tmp_path / "tiny.conf"
+    config.write_text(f"PREP_ARGS=(--lang en --unit word --vocab-size 100 {' '.join(LIMITS)})\n")
+    data = tmp_path / "data"
+    result = run_command([ROOT / "preprocess.sh", "-c", config, raw, data])
+    shown = result.stdout + result.stderr
+    assert "Namespace(" not in shown and "| INFO |" not in shown
+    assert f"its messages: {data}/preprocess.log" in result.stderr
+    assert "Namespace(" in (data / "preprocess.log").read_text()
+    assert "train: warning: 10 of 40 targets (25.00%)" in result.stderr
+    assert (data / "bin" / "train.src-tgt.src.bin").is_file()
+    failed = run_command([ROOT / "preprocess.sh", "-c", config, raw, data, "--no-such-option"], check=False)
+    assert failed.returncode != 0
+    assert "unrecognized arguments: --no-such-option" in failed.stderr  # the end of the log, shown
+    assert f"fairseq-preprocess failed (exit status {failed.returncode}); its whole log: {data}/preprocess.log" \
+        in failed.stderr
