@@ -100,6 +100,19 @@ def verify(path) -> Dict:
     return record
 
 
+def model_title(model_dir) -> str:
+    """What a model is called on a page or in a log: its card's title (a package), else its folder's name with
+    the config it was trained with (config.json), else the folder's name."""
+    model_dir = Path(model_dir).resolve()
+    card = model_dir / CARD
+    if card.is_file():
+        first = card.read_text(encoding="utf-8").split("\n", 1)[0]
+        if first.startswith("# Model card: "):
+            return first[len("# Model card: "):].strip()
+    record = run_config.read(model_dir)
+    return f"{model_dir.name} (config {record['name']})" if record else model_dir.name
+
+
 def check_if_package(path) -> None:
     """verify(path) when ``path`` is a package; nothing for a plain model directory."""
     if is_package(path):
@@ -134,14 +147,17 @@ def model_card(record: Optional[Dict], prep: Dict, facts: Dict, rouge: Optional[
                checkpoint_name: str) -> str:
     settings = prep["settings"]
     train_stats = prep.get("stats", {}).get("train", {})
+    lowercased = bool(settings.get("lowercase")) or settings["unit"] == "word"  # word units always are
     lines = [f"# Model card: {source.name}", "",
-             f"Packaged by {PROG} on {datetime.date.today().isoformat()} from `{source}` (`{checkpoint_name}`).", "",
+             f"Packaged by {PROG} on {datetime.date.today().isoformat()} from the model folder `{source.name}` "
+             f"(`{checkpoint_name}`).", "",
              "## Model", "", f"- architecture: `{facts['arch']}`", f"- updates: {facts['updates']}", "",
              "## Data", "",
-             f"- training data directory: `{facts['data']}`, raw text from `{settings.get('raw_dir')}`",
+             f"- training data: the folder `{folder_name(facts['data'])}` (preprocess.sh), from raw text in "
+             f"`{folder_name(settings.get('raw_dir'))}`",
              f"- training documents: {train_stats.get('documents', 'unknown')}",
              f"- text: language `{settings['lang']}`, unit `{settings['unit']}`, lower-cased: "
-             f"{settings.get('lowercase')}",
+             f"{'yes' if lowercased else 'no'}",
              f"- vocabulary: {prep.get('vocab', {}).get('regular', 'unknown')} words + {settings['num_markers']} "
              f"OOV markers; sources truncated to {settings['max_source_len']} tokens, targets to "
              f"{settings['max_target_len']}", ""]
@@ -162,6 +178,15 @@ def model_card(record: Optional[Dict], prep: Dict, facts: Dict, rouge: Optional[
     return "\n".join(lines)
 
 
+def folder_name(path) -> str:
+    """The last folder name of a path recorded on the training machine (``bin`` is skipped: it names its parent):
+    the card says what the data was called, not where it lay."""
+    if not path:
+        return "unknown"
+    parts = [part for part in Path(str(path)).parts if part not in ("/", "bin")]
+    return parts[-1] if parts else "unknown"
+
+
 def write_manifest(out: Path) -> None:
     files = {}
     for file in sorted(p for p in out.rglob("*") if p.is_file() and p.name != MANIFEST):
@@ -169,6 +194,12 @@ def write_manifest(out: Path) -> None:
         files[name] = {"sha256": sha256(file), "bytes": file.stat().st_size}
     record = {"format": FORMAT, "format_version": FORMAT_VERSION, "files": files}
     (out / MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_file=None) -> Path:
@@ -193,6 +224,7 @@ def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_fi
     record = run_config.read(save_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    work.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would make the package private to its maker
     try:
         shutil.copyfile(source, work / CHECKPOINT)
         shutil.copyfile(prep_path, work / "prep.json")

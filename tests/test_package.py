@@ -1,6 +1,7 @@
 """summ-package (fairseq_plugins/package.py): a self-contained model directory checked by a sha256 manifest, loaded
 by Summarizer.from_pretrained, summ-serve and generate.sh; a corrupted or incomplete package is refused."""
 import json
+import os
 import shutil
 import subprocess
 
@@ -48,6 +49,11 @@ def test_package_holds_everything_and_a_model_card(model, packaged):
     assert "./train.sh -c short DATA_DIR SAVE_DIR --max-update 3 --max-tokens 1500" in card
     assert "GEN_ARGS: `--beam 5 --max-len-a 0 --max-len-b 60 --min-len 5 --batch-size 32`" in card
     assert "ROUGE-1 Average_F: 0.12345" in card and "training documents: 200" in card
+    assert "lower-cased: yes" in card  # scitldr_small's word units are lower-cased
+    assert str(save.parent) not in card and "/tmp" not in card  # names, not the training machine's paths
+    umask = os.umask(0)
+    os.umask(umask)
+    assert packaged.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's private 0700
     again = run(["summ-package", save, packaged], check=False)
     assert again.returncode == 2 and "exists: give a new directory" in again.stderr
 

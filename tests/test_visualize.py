@@ -233,3 +233,34 @@ def test_png_without_a_cjk_font_says_which_package_to_install(monkeypatch, copy_
     assert missing  # matplotlib itself reports the boxes...
     assert any("fonts-wqy-microhei" in str(w.message) for w in caught)  # ...and we say what to install
     assert (tmp_path / "zh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the PNG is still written
+
+
+# ---------------------------------------------------------------------------------------------- the page's view
+def test_the_page_outlines_only_what_the_copy_distribution_produced():
+    """p_gen = 0 (copy only): every summary token is copied, and the source positions of its word are outlined;
+    p_gen = 1 (generate only): nothing is outlined, even where a generated word also occurs in the source."""
+    from fairseq_plugins.serve.page import copied_steps, copy_view
+
+    copier = make_summarizer(switch_bias=-30.0, uniform_attention=True)
+    details = copier.summarize_with_details([COPY_DOC], **GENERATION)[0]
+    words = [t for t in details.summary_markers if t != "</s>"]
+    assert words and set(words) == {marker(0)}  # the most frequent source token, copied
+    assert copied_steps(details) == [t for t, token in enumerate(details.summary_markers) if token != "</s>"]
+    assert copy_view(details)["copied"] == [token == marker(0) for token in details.source_markers]
+    generator = make_summarizer(switch_bias=30.0)
+    details = generator.summarize_with_details(["a b c d e f g a b"], **GENERATION)[0]
+    assert set(details.summary_tokens) & {"a", "b", "c"}  # it writes words of the source, but does not copy them
+    assert copied_steps(details) == [] and not any(copy_view(details)["copied"])
+
+
+def test_a_summary_word_is_copied_when_its_copy_part_is_over_half_its_probability():
+    from fairseq_plugins.hub import SummaryDetails
+    from fairseq_plugins.serve.page import copied_steps
+
+    details = SummaryDetails(
+        text="the cat", source_tokens=["the", "cat", "sat", "</s>"], source_oov=[False] * 4,
+        summary_tokens=["the", "cat", "</s>"], summary_copied_oov=[False] * 3,
+        attention=np.array([[0.2, 0.5, 0.3, 0.0], [0.1, 0.8, 0.1, 0.0], [0.0, 0.0, 0.0, 1.0]]),
+        p_gen=np.array([0.9, 0.1, 0.5]), coverage=None, positional_scores=np.log([0.5, 0.6, 0.9]), score=-0.5)
+    # "the": copy part 0.1 * 0.2 = 0.02 of P 0.5; "cat": 0.9 * 0.8 = 0.72 of P 0.6 (the rest of P is rounding here)
+    assert copied_steps(details) == [1]

@@ -134,7 +134,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def page(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    return web.Response(text=render_page(service.defaults, service.limits, service.name), content_type="text/html")
+    option_help = {name: rule[3] for name, rule in OPTION_RULES.items()}
+    return web.Response(text=render_page(service.defaults, service.limits, service.name, option_help),
+                        content_type="text/html")
 
 
 async def no_icon(request: web.Request) -> web.Response:
@@ -274,7 +276,7 @@ def main(argv=None) -> int:
     logger.info("model %s loaded on %s", args.model_dir, summarizer.device)
     limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
                     max_body_bytes=args.max_body_bytes, max_beam=args.max_beam, max_len=args.max_len)
-    service = Service(summarizer, limits, Path(args.model_dir).resolve().name, args.max_batch_documents,
+    service = Service(summarizer, limits, package.model_title(args.model_dir), args.max_batch_documents,
                       args.max_wait_ms / 1000, args.max_queue_documents)
     asyncio.run(serve(make_app(service), args.host, args.port, args.drain_timeout))
     return 0

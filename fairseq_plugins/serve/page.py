@@ -5,14 +5,15 @@ assets).  Paste or upload a text, choose decoding options (the model's own are f
   * the source as the model read it, each token shaded by its copy weight, the probability mass the copy
     distribution put on it over the whole summary, ``sum_t (1 - p_gen^t) a_i^t`` (See et al. eqs 8-9; for a model
     without a copy switch, the attention it received, ``sum_t a_i^t``, the final coverage of eq 10, as
-    ``visualize.final_coverage``); source words that the summary contains carry the class ``copied`` (``#source``);
+    ``visualize.final_coverage``); source tokens whose word the copy distribution produced in the summary carry
+    the class ``copied`` (``#source``; ``copied_steps``);
   * the counts of what the model did not read of the document (truncation), and any error the server gave.
 
 :func:`copy_view` turns a :class:`fairseq_plugins.hub.SummaryDetails` into the JSON the page reads.
 """
 import html
 import json
-from typing import Dict
+from typing import Dict, List
 
 import numpy as np
 
@@ -22,28 +23,53 @@ SPECIAL = ("</s>", "<s>", "<pad>", "<unk>")
 
 
 def copy_view(details) -> Dict:
-    """One document's summary, source tokens (as words) with their copy weights, and which source words the
-    summary contains."""
+    """One document's summary, source tokens (as words) with their copy weights, and which source tokens were
+    copied: the source positions holding a summary token that the copy distribution produced (``copied_steps``)."""
     attention = np.asarray(details.attention, dtype=float)  # T x S
     if details.p_gen is not None:
         p_gen = np.asarray(details.p_gen, dtype=float)  # T
         weight = ((1.0 - p_gen)[:, None] * attention).sum(axis=0)  # S: copy mass per source token (eq 9)
     else:
         weight = final_coverage(details)  # S
-    summary_words = {token for token in details.summary_tokens if token not in SPECIAL}
+    source = details.source_markers or details.source_tokens
+    summary = details.summary_markers or details.summary_tokens
+    copied_words = {summary[t] for t in copied_steps(details)}
     return {
         "summary": details.text,
         "source_tokens": list(details.source_tokens),
         "copy_weight": [round(float(w), 4) for w in weight],
-        "copied": [token in summary_words for token in details.source_tokens],
+        "copied": [token in copied_words for token in source],
         "summary_tokens": list(details.summary_tokens),
         "p_gen": None if details.p_gen is None else [round(float(p), 4) for p in details.p_gen],
     }
 
 
-def render_page(defaults: Dict, limits, model_name: str) -> str:
-    """The page, with the model's decoding ``defaults`` filled into the form."""
-    settings = json.dumps({"defaults": defaults, "max_document_chars": limits.max_document_chars})
+def copied_steps(details) -> List[int]:
+    """The output steps t whose token the copy distribution produced: more than half of P(y_t) is its copy
+    part, (1 - p_gen^t) sum_{i: x_i = y_t} a_i^t (See et al. eq 9), P(y_t) being the beam's positional score.
+    A copied OOV marker always counts (only copying can produce it); without a copy switch, nothing else does."""
+    source = details.source_markers or details.source_tokens
+    summary = details.summary_markers or details.summary_tokens
+    steps = [t for t, oov in enumerate(details.summary_copied_oov) if oov]
+    if details.p_gen is None:
+        return steps
+    attention = np.asarray(details.attention, dtype=float)  # T x S
+    probability = np.exp(np.asarray(details.positional_scores, dtype=float))  # T: P(y_t)
+    for t, token in enumerate(summary):
+        if token in SPECIAL or t in steps:
+            continue
+        same = [i for i, word in enumerate(source) if word == token]
+        copy = (1.0 - float(details.p_gen[t])) * attention[t, same].sum()
+        if copy > 0.5 * probability[t]:
+            steps.append(t)
+    return sorted(steps)
+
+
+def render_page(defaults: Dict, limits, model_name: str, option_help: Dict[str, str]) -> str:
+    """The page, with the model's decoding ``defaults`` filled into the form and each option's ``option_help``
+    beside it."""
+    settings = json.dumps({"defaults": defaults, "max_document_chars": limits.max_document_chars,
+                           "help": option_help})
     settings = settings.replace("<", "\\u003c")  # nothing in the JSON can close the script element
     return PAGE.replace("{{MODEL}}", html.escape(model_name)).replace("{{SETTINGS}}", settings)
 
@@ -70,8 +96,9 @@ input[type=number] { width: 5em; }
 </head>
 <body>
 <h1>Summarize</h1>
-<p class="meta">Model: {{MODEL}}. Copied words are outlined in the source; the orange shade is the copy weight
-(the probability the copy distribution put on the word over the whole summary).</p>
+<p class="meta">Model: {{MODEL}}. Outlined in the source: the words the summary copied (most of the summary
+word's probability came from the copy distribution). The orange shade is the copy weight: the probability the copy
+distribution put on the word over the whole summary.</p>
 <form id="form">
 <textarea id="text" name="text" placeholder="Paste a document here"></textarea>
 <p><label>or upload a text file: <input type="file" id="file" accept=".txt,text/plain"></label></p>
@@ -100,6 +127,14 @@ const $ = (id) => document.getElementById(id);
 
 for (const name of NUMBERS) {
   if (settings.defaults[name] !== undefined) $(name).value = settings.defaults[name];
+  const help = settings.help[name];
+  if (help) {
+    $(name).title = help;
+    const note = document.createElement("span");
+    note.className = "meta";
+    note.textContent = " (" + help + ")";
+    $(name).parentElement.append(note);
+  }
 }
 
 $("file").addEventListener("change", () => {
