@@ -83,6 +83,7 @@ fi
 use_model_config "$save" "$config" "$force"
 step "Decoding with the GEN_ARGS of $CONFIG_NAME ($CONFIG_FILE): ${GEN_ARGS[*]}"
 use_venv
+step "Checkpoint $(checkpoint_info "$save/$checkpoint" 2>&1) (--checkpoint chooses another)"
 
 work="$(mktemp -d)" progress=""
 trap 'rm -rf "$work"; [[ -z "$progress" ]] || kill "$progress" 2>/dev/null' EXIT

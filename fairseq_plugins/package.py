@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from fairseq_plugins import run_config
+from fairseq_plugins.checkpoint_info import read_facts
 from fairseq_plugins.text.textio import finish_parser
 
 PROG = "summ-package"
@@ -138,7 +139,7 @@ def training_facts(checkpoint: Path) -> Dict:
     model, task = cfg.get("model"), cfg.get("task")
     history = state.get("optimizer_history") or [{}]
     return {"arch": getattr(model, "arch", None) or getattr(model, "_name", None) or "unknown",
-            "updates": history[-1].get("num_updates"),
+            "updates": history[-1].get("num_updates"), "chosen": read_facts(checkpoint).describe(),
             "data": getattr(task, "data", None) if task is not None and not isinstance(task, dict)
             else (task or {}).get("data")}
 
@@ -151,7 +152,8 @@ def model_card(record: Optional[Dict], prep: Dict, facts: Dict, rouge: Optional[
     lines = [f"# Model card: {source.name}", "",
              f"Packaged by {PROG} on {datetime.date.today().isoformat()} from the model folder `{source.name}` "
              f"(`{checkpoint_name}`).", "",
-             "## Model", "", f"- architecture: `{facts['arch']}`", f"- updates: {facts['updates']}", "",
+             "## Model", "", f"- architecture: `{facts['arch']}`", f"- updates: {facts['updates']}",
+             f"- chosen as {facts['chosen']}", "",
              "## Data", "",
              f"- training data: the folder `{folder_name(facts['data'])}` (preprocess.sh), from raw text in "
              f"`{folder_name(settings.get('raw_dir'))}`",
@@ -274,7 +276,8 @@ def main(argv=None) -> int:
             return 0
         args = build_parser().parse_args(argv)
         out = package(args.save_dir, args.out, args.checkpoint, args.data_dir, args.rouge)
-        print(f"{PROG}: wrote {out} (checked by {out / MANIFEST})", file=sys.stderr)
+        print(f"{PROG}: wrote {out} (checked by {out / MANIFEST}) from {read_facts(out / CHECKPOINT).describe()}",
+              file=sys.stderr)
         return 0
     except (PackageError, FileNotFoundError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

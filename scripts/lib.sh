@@ -76,6 +76,29 @@ load_config() {
     CONFIG_NAME="$(basename "$file" .conf)"
 }
 
+# has_budget FAIRSEQ_ARGS...: does one of --max-update, --max-epoch, --stop-time-hours end training (its last
+# value not 0)?
+has_budget() {
+    local -A last=()
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --max-update|--max-epoch|--stop-time-hours) last[$1]="${2:-0}"; shift ;;
+            --max-update=*|--max-epoch=*|--stop-time-hours=*) last[${1%%=*}]="${1#*=}" ;;
+        esac
+        shift
+    done
+    local value
+    for value in "${last[@]}"; do
+        [[ "$value" =~ ^0*(\.0*)?$ ]] || return 0
+    done
+    return 1
+}
+
+# checkpoint_info ARGS: which checkpoint, its update and validation figure (fairseq_plugins/checkpoint_info.py)
+checkpoint_info() {
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.checkpoint_info "$@"
+}
+
 # The record of the config that made a data or model directory: DIR/config.json (fairseq_plugins/run_config.py).
 run_config() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.run_config "$@"; }
 

@@ -295,6 +295,17 @@ def test_train_sends_fairseq_log_to_stderr_not_stdout(tiny_run):
 
 
 @pytest.mark.slow
+def test_train_ends_with_its_best_and_last_checkpoints_and_generate_names_its_own(tiny_run):
+    work, trained = tiny_run
+    end = trained.stderr[trained.stderr.index("==> Checkpoints in"):]
+    assert re.search(r"best: checkpoint_best\.pt: update 3, validation rouge_l [\d.]+ \(the highest rouge_l", end)
+    assert re.search(r"last: checkpoint_last\.pt: update 3, validation rouge_l [\d.]+", end), end
+    decoded = run(["./generate.sh", "--split", "test", "--output", work / "named.sum", work / "data", work / "model",
+                   "--max-len-b", "5"])
+    assert re.search(r"==> Checkpoint checkpoint_best\.pt: update 3, validation rouge_l", decoded.stderr)
+
+
+@pytest.mark.slow
 def test_generate_is_quiet_with_a_log_file_and_verbose_brings_it_back(tiny_run):
     work, _ = tiny_run
     docs = work / "docs.txt"
@@ -336,3 +347,38 @@ def test_generate_into_a_folder_that_cannot_be_made_is_a_clean_usage_error(tiny_
     assert result.returncode == 2
     assert "generate.sh: error: --output" in result.stderr and "cannot create its folder" in result.stderr
     assert "line " not in result.stderr  # no bash error message
+
+
+def test_checkpoint_facts_say_the_update_the_figure_and_the_measure(tmp_path, capsys):
+    from fairseq_plugins import checkpoint_info
+
+    def save(name, metric, maximize, value, updates):
+        torch.save({"cfg": {"checkpoint": {"best_checkpoint_metric": metric,
+                                           "maximize_best_checkpoint_metric": maximize}},
+                    "optimizer_history": [{"num_updates": updates}], "extra_state": {"val_loss": value}},
+                   tmp_path / name)
+
+    save("checkpoint_best.pt", "loss", False, 7.25, 434)
+    save("checkpoint_last.pt", "loss", False, 7.434, 600)
+    assert checkpoint_info.run_summary(tmp_path).split("\n") == [
+        "best: checkpoint_best.pt: update 434, validation loss 7.25 (the lowest loss of the run's validations); the "
+        "loss includes the criterion's auxiliary terms (coverage, focal weighting)",
+        "last: checkpoint_last.pt: update 600, validation loss 7.434; the loss includes the criterion's auxiliary "
+        "terms (coverage, focal weighting)"]
+    save("checkpoint_best.pt", "rouge_l", True, 31.5, 300)
+    assert checkpoint_info.read_facts(tmp_path / "checkpoint_best.pt").describe() == \
+        "checkpoint_best.pt: update 300, validation rouge_l 31.5 (the highest rouge_l of the run's validations)"
+    save("checkpoint_last.pt", "rouge_l", True, None, 3)
+    assert checkpoint_info.read_facts(tmp_path / "checkpoint_last.pt").describe() == \
+        "checkpoint_last.pt: update 3, not validated"
+    assert checkpoint_info.main([str(tmp_path / "missing.pt")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, budget", [
+    ("--max-update 600", True), ("--max-update 0", False), ("--lr 0.1", False), ("--max-update=5", True),
+    ("--stop-time-hours 0.5", True), ("--max-update 3 --max-update 0", False), ("--max-epoch 3 --max-update 0", True),
+])
+def test_train_sh_knows_when_a_run_has_no_budget(options, budget):
+    result = run(["bash", "-c", f'source scripts/lib.sh; has_budget {options}'], check=False)
+    assert (result.returncode == 0) == budget

@@ -125,3 +125,25 @@ def test_fairseq_validate_on_a_checkpoint_trained_with_eval_rouge_reports_the_lo
     assert "reports the loss only" in output
     logged = re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", (save / "train_output.txt").read_text())
     assert float(losses["valid"]) == pytest.approx(float(logged[-1]), abs=0.002)  # the weights of update 6
+
+
+def test_eval_max_documents_decodes_only_the_first_documents_of_the_split():
+    """The batch's rows whose dataset index is below --eval-max-documents, aligned across every tensor; the
+    whole batch when the limit is 0 or covers it."""
+    from fairseq_plugins.tasks.summarization import SummarizationConfig, SummarizationTask
+    from conftest import tiny_dictionary
+
+    dictionary = tiny_dictionary()
+    src = torch.arange(20).view(4, 5)
+    sample = {"id": torch.tensor([5, 0, 2, 4]), "target": src + 100,
+              "net_input": {"src_tokens": src, "src_lengths": torch.tensor([5, 4, 3, 2]), "prev_output_tokens": src}}
+
+    def decoded(limit):
+        task = SummarizationTask(SummarizationConfig(eval_max_documents=limit), dictionary, dictionary)
+        return task.documents_to_decode(sample)
+
+    kept = decoded(3)
+    assert kept["id"].tolist() == [0, 2] and kept["net_input"]["src_lengths"].tolist() == [4, 3]
+    assert torch.equal(kept["net_input"]["src_tokens"], src[[1, 2]]) and torch.equal(kept["target"], src[[1, 2]] + 100)
+    assert decoded(0) is sample and decoded(6) is sample
+    assert decoded(0)["id"].numel() == 4 and decoded(0 + 1)["id"].tolist() == [0]

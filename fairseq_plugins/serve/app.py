@@ -31,6 +31,7 @@ from typing import Dict, List
 
 from aiohttp import web
 
+from fairseq_plugins.checkpoint_info import read_facts
 from fairseq_plugins.serve.batcher import Draining, MicroBatcher, Overloaded
 from fairseq_plugins.serve.metrics import Metrics
 from fairseq_plugins.serve.page import copy_view, render_page
@@ -273,7 +274,8 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as err:  # a package refused is a ValueError too
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    logger.info("model %s loaded on %s", args.model_dir, summarizer.device)
+    logger.info("model %s loaded on %s; %s", args.model_dir, summarizer.device,
+                read_facts(Path(args.model_dir) / args.checkpoint).describe())
     limits = Limits(max_documents=args.max_documents, max_document_chars=args.max_document_chars,
                     max_body_bytes=args.max_body_bytes, max_beam=args.max_beam, max_len=args.max_len)
     service = Service(summarizer, limits, package.model_title(args.model_dir), args.max_batch_documents,

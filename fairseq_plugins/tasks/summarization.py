@@ -12,8 +12,9 @@ task's value.  ``--print-alignment`` keeps this search and adds fairseq's alignm
 model attends: pgn_lstm's right-padded attention is not shifted by a batch's padding).  ``--score-reference``
 scores the reference with fairseq's SequenceScorer: no search, so these options do not apply (it says so).
 
-Validation by generation: ``--eval-accuracy`` and ``--eval-rouge`` summarize the validation set at every
-validation with ``--eval-gen-args`` (greedy, up to 100 tokens, by default):
+Validation by generation: ``--eval-accuracy`` and ``--eval-rouge`` summarize the validation set (or its first
+``--eval-max-documents`` documents) at every validation with ``--eval-gen-args`` (greedy, up to 100 tokens, by
+default):
   ``accuracy``: Shi et al.'s eq 17 in percent (fairseq_plugins/scoring/accuracy.py);
   ``rouge_1``, ``rouge_2``, ``rouge_l``: F1 in percent, the mean over documents of what ``generate.sh --score``
   computes (OOV markers restored, detokenized, scored against DATA/ref/SPLIT.tgt with the exact Python ROUGE;
@@ -93,6 +94,10 @@ class SummarizationConfig(TranslationConfig):
         metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
                           "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty)"},
     )
+    eval_max_documents: int = field(
+        default=0, metadata={"help": "--eval-rouge/--eval-accuracy decode only the first N documents of each "
+                                     "validation split (by line; the loss still covers all): a cheap validation "
+                                     "of a large split (0 = all)"})
     bf16_autocast: bool = field(
         default=False, metadata={"help": "train and validate in bfloat16 through torch.autocast (float32 weights, "
                                          "no loss scaler): the working bfloat16 route on a GPU (fairseq's --bf16 "
@@ -231,13 +236,27 @@ class SummarizationTask(TranslationTask):
                             "--eval-accuracy generate during fairseq-train)")
                 self._said_loss_only = True
             return loss, sample_size, logging_output
-        hypotheses = self.inference_step(self.eval_generator, [model], sample, prefix_tokens=None)
+        sample = self.documents_to_decode(sample)
+        hypotheses = self.inference_step(self.eval_generator, [model], sample, prefix_tokens=None) \
+            if len(sample["id"]) else []
         best = [hypos[0]["tokens"] for hypos in hypotheses]  # one per document, in batch order
         if self.cfg.eval_accuracy:
             logging_output["_accuracy_sum"], logging_output["_accuracy_count"] = self.accuracy_sum(best, sample)
         if self.cfg.eval_rouge:
             logging_output.update(self.rouge_sums(best, sample))
         return loss, sample_size, logging_output
+
+    def documents_to_decode(self, sample):
+        """The batch's documents that validation decodes: those among the first --eval-max-documents of the split
+        (dataset index below the limit), or all (possibly none: every worker still logs the same keys)."""
+        limit = getattr(self.cfg, "eval_max_documents", 0)
+        if limit <= 0 or bool((sample["id"] < limit).all()):
+            return sample
+        keep = (sample["id"] < limit).nonzero().flatten()  # B'
+        net_input = {key: value.index_select(0, keep) if torch.is_tensor(value) else value
+                     for key, value in sample["net_input"].items()}
+        return dict(sample, id=sample["id"].index_select(0, keep), net_input=net_input,
+                    target=sample["target"].index_select(0, keep))
 
     def accuracy_sum(self, best, sample):
         """Sum of eq 17's per-summary accuracies over the batch, and how many summaries it covers."""
