@@ -40,6 +40,7 @@ done
     "(see --help)"
 [[ -f "$1/bin/dict.src.txt" ]] || die_input "$1/bin/dict.src.txt not found: run preprocess.sh first"
 prepare_training "${options[@]}" "$@"
+warn_busy_machine
 has_budget "${WORKER_ARGS[@]}" || warn "no --max-update, --max-epoch or --stop-time-hours in $CONFIG_NAME or on the" \
     "command line: this run trains until it is stopped"
 fairseq-train "${WORKER_ARGS[@]}" >&2  # fairseq logs to stdout: logs go to stderr (scripts/lib.sh)

@@ -94,6 +94,20 @@ has_budget() {
     return 1
 }
 
+# warn_busy_machine [LOADAVG_FILE]: torch uses one thread per core by default; on a machine whose other jobs already keep the
+# cores busy (1-minute load above half the cores), those threads wait for each other and training runs many
+# times slower.  Says what to set, unless OMP_NUM_THREADS is set already.
+warn_busy_machine() {
+    local file="${1:-/proc/loadavg}" load cores
+    [[ -z "${OMP_NUM_THREADS:-}" && -r "$file" ]] || return 0
+    read -r load _ < "$file"
+    cores=$(nproc)
+    if awk -v load="$load" -v cores="$cores" 'BEGIN { exit !(load > cores / 2) }'; then
+        warn "this machine is busy (load $load on $cores cores): torch's default of one thread per core can" \
+            "make training many times slower here; set OMP_NUM_THREADS=1 (or the number of idle cores)"
+    fi
+}
+
 # checkpoint_info ARGS: which checkpoint, its update and validation figure (fairseq_plugins/checkpoint_info.py)
 checkpoint_info() {
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.checkpoint_info "$@"

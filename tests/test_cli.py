@@ -4,6 +4,7 @@ input), detokenized English for users and tokens for ROUGE, copied words spelled
 quiet shell scripts (fairseq's noise in a log file)."""
 import importlib
 import importlib.util
+import os
 import re
 import sys
 import tomllib
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, run, slice_corpus
+from conftest import ROOT, command_env, run, slice_corpus
 
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import abstractiveness, files2rouge, rouge155  # noqa: E402
@@ -382,3 +383,14 @@ def test_checkpoint_facts_say_the_update_the_figure_and_the_measure(tmp_path, ca
 def test_train_sh_knows_when_a_run_has_no_budget(options, budget):
     result = run(["bash", "-c", f'source scripts/lib.sh; has_budget {options}'], check=False)
     assert (result.returncode == 0) == budget
+
+
+@pytest.mark.parametrize("load, threads, warned", [("3.90", "", True), ("0.40", "", False), ("3.90", "1", False)])
+def test_train_sh_warns_on_a_busy_machine_without_a_thread_count(tmp_path, load, threads, warned):
+    (tmp_path / "loadavg").write_text(f"{load} 1.00 1.00 2/100 12345\n")
+    env = command_env()
+    env.pop("OMP_NUM_THREADS")
+    if threads:
+        env["OMP_NUM_THREADS"] = threads
+    result = run(["bash", "-c", f'source scripts/lib.sh; warn_busy_machine {tmp_path / "loadavg"}'], env=env)
+    assert ("set OMP_NUM_THREADS=1" in result.stderr) == (warned and float(load) > os.cpu_count() / 2)
