@@ -62,14 +62,37 @@ def prepared(exp: Experiment, corpus: str) -> Path:
     return data
 
 
-def trained(exp: Experiment, corpus: str, seed: int, updates: int, run: str) -> Path:
+BY_LOSS = """source "{root}/configs/{config}.conf"
+# {config} with fairseq's default choice of checkpoint_best.pt: the lowest validation loss
+kept=() skip=0
+for option in "${{TRAIN_ARGS[@]}}"; do
+    if [[ $skip == 1 ]]; then skip=0; continue; fi
+    case "$option" in
+        --maximize-best-checkpoint-metric) continue ;;
+        --best-checkpoint-metric) skip=1; continue ;;
+    esac
+    kept+=("$option")
+done
+TRAIN_ARGS=("${{kept[@]}}")
+"""
+
+
+def config_file(exp: Experiment, corpus: str, run: str) -> str:
+    """The shipped config's name, or for the by_loss run a config file that sources it and drops its choice of
+    checkpoint_best.pt (fairseq's default, the validation loss, applies)."""
     config, _ = CORPORA[corpus]
+    if run == "shipped":
+        return config
+    path = exp.work / f"{config}_by_loss.conf"
+    path.write_text(BY_LOSS.format(root=ROOT, config=config), encoding="utf-8")
+    return str(path)
+
+
+def trained(exp: Experiment, corpus: str, seed: int, updates: int, run: str) -> Path:
     model = exp.work / corpus / f"seed{seed}" / run
     if not (model / "checkpoint_last.pt").is_file():
-        extra = ["--best-checkpoint-metric", "loss", "--no-maximize-best-checkpoint-metric"] if run == "by_loss" \
-            else []
-        exp.run(["./train.sh", "-c", config, prepared(exp, corpus), model, "--max-update", str(updates),
-                 "--seed", str(seed), *extra], f"train_{corpus}_{seed}_{run}.log")
+        exp.run(["./train.sh", "-c", config_file(exp, corpus, run), "--force-config", prepared(exp, corpus), model,
+                 "--max-update", str(updates), "--seed", str(seed)], f"train_{corpus}_{seed}_{run}.log")
     return model
 
 
