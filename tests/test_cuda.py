@@ -94,7 +94,7 @@ def test_a_few_updates_on_cuda_have_finite_losses(arch, criterion, precision):
     if precision == "fp16":
         model.half()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.cuda.amp.GradScaler() if precision == "amp" else None
+    scaler = torch.amp.GradScaler("cuda") if precision == "amp" else None
     loss_fn = CRITERIONS[criterion]()
     losses = [one_update(model, loss_fn, to_cuda(batch()), precision, optimizer, scaler, update)
               for update in range(UPDATES)]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one run, its figures in one folder: the GPU test tier (every architecture x
 # criterion x precision on CUDA, the RL fine-tune through train.sh in each precision, CPU/GPU decode agreement,
-# the hub and summ-serve on CUDA), then the copy check (the quickstart's 600 updates in fp32 and --fp16: are
-# OOV markers still copied?), then a report.
+# the hub and summ-serve on CUDA), then the copy check (the quickstart's 600 updates in fp32 and --fp16, no
+# validation, the last checkpoint decoded: are OOV markers still copied?), then a report.
 #
 #   bash scripts/bench/gpu_check.sh [OUT_DIR]        (default: $OUT, else runs/gpu_check)
 #
@@ -35,12 +35,12 @@ copy_check() {
     for precision in fp32 fp16; do
         local extra=() model="$WORK/copy/$precision"
         [[ $precision == fp16 ]] && extra=(--fp16)
-        ./train.sh -c scitldr_small "$WORK/copy/data" "$model" "${extra[@]}" > "$WORK/copy/$precision.train.log" 2>&1 \
+        ./train.sh -c scitldr_small "$WORK/copy/data" "$model" --disable-validation "${extra[@]}" \
+            > "$WORK/copy/$precision.train.log" 2>&1 \
             || { printf '%s\ttraining failed\t\n' "$precision" >> "$WORK/copy_check.tsv"; continue; }
-        ./generate.sh -c scitldr_small --split test --score --output "$WORK/copy/$precision.sum" \
-            "$WORK/copy/data" "$model" > "$WORK/copy/$precision.gen.log" 2>&1 \
-            || ./generate.sh -c scitldr_small --split test --output "$WORK/copy/$precision.sum" \
-                "$WORK/copy/data" "$model" > "$WORK/copy/$precision.gen.log" 2>&1
+        local decode=(-c scitldr_small --split test --checkpoint checkpoint_last.pt --output "$WORK/copy/$precision.sum")
+        ./generate.sh "${decode[@]}" --score "$WORK/copy/data" "$model" > "$WORK/copy/$precision.gen.log" 2>&1 \
+            || ./generate.sh "${decode[@]}" "$WORK/copy/data" "$model" > "$WORK/copy/$precision.gen.log" 2>&1
         local restored rouge
         restored=$(grep -o 'wrote [0-9]* summaries to [^;]*\.sum; [0-9]* markers restored' \
             "$WORK/copy/$precision.gen.log" | grep -o '[0-9]* markers' | head -n 1)
