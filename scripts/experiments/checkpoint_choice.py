@@ -24,9 +24,10 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List
 
-from lib import ROOT, SHARED, Experiment, official_rouge, read_lines, write_lines
+from lib import ROOT, SHARED, Experiment, lead, official_rouge, read_lines, write_lines
 
 CORPORA = {"aclsum": ("scitldr_small", "en"), "csl": ("lcsts_char", "zh")}
+LEAD = {"aclsum": 1, "csl": 20}  # the trivial baseline: the first sentence (English) or 20 characters (Chinese)
 CHECKPOINTS = {"default": ("shipped", "checkpoint_best.pt"), "best_by_loss": ("by_loss", "checkpoint_best.pt"),
                "last": ("shipped", "checkpoint_last.pt")}
 DIFF_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([-+\d.]+)\s+\[\s*([-+\d.]+),\s*([-+\d.]+)\]", re.M)
@@ -105,7 +106,7 @@ def scored(exp: Experiment, corpus: str, seed: int, updates: int, which: str) ->
     name = f"{corpus}_{seed}_{which}"
     summaries = exp.work / corpus / f"seed{seed}" / f"{which}.sum"
     if not summaries.is_file():
-        exp.run(["./generate.sh", "-c", config, "--split", "test", "--checkpoint", checkpoint, "--no-detok",
+        exp.run(["./generate.sh", "--split", "test", "--checkpoint", checkpoint, "--no-detok",  # the model's GEN_ARGS
                  "--output", summaries, data, model], f"generate_{name}.log")
     per_doc = exp.work / corpus / f"seed{seed}" / f"{which}.tsv"
     exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", lang,
@@ -115,6 +116,14 @@ def scored(exp: Experiment, corpus: str, seed: int, updates: int, which: str) ->
     update = re.search(r"update (\d+)", info)
     return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": per_doc,
             "update": int(update.group(1)) if update else None, "summaries": summaries}
+
+
+def lead_rouge(exp: Experiment, corpus: str) -> Dict[str, float]:
+    """Official ROUGE of LEAD-N on the test split (lib.lead on the raw sources)."""
+    _, lang = CORPORA[corpus]
+    summaries = exp.work / corpus / f"lead{LEAD[corpus]}.txt"
+    write_lines(summaries, lead(read_lines(exp.work / corpus / "raw" / "test.src"), lang, LEAD[corpus]))
+    return official_rouge(exp, prepared(exp, corpus) / "ref" / "test.tgt", summaries, lang, f"{corpus}_lead")
 
 
 def paired(exp: Experiment, a: Path, b: Path, name: str) -> Dict[str, tuple]:
@@ -134,7 +143,7 @@ def same_weights(a: Path, b: Path) -> bool:
     return first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
 
-def report(rows: List[Dict], args, commit: str) -> str:
+def report(rows: List[Dict], leads: Dict[str, Dict], args, commit: str) -> str:
     lines = ["# Which checkpoint a newcomer gets by default", "",
              f"Made by `python scripts/experiments/checkpoint_choice.py --updates {args.updates} --seeds "
              f"{' '.join(map(str, args.seeds))}` at commit {commit}, on 2 CPU cores (one thread a job).", "",
@@ -152,6 +161,11 @@ def report(rows: List[Dict], args, commit: str) -> str:
         d, lo, hi = row["diff"]["ROUGE-L"]
         lines.append(f"| {row['corpus']} | {row['seed']} | " + " | ".join(cells)
                      + f" | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] vs {row['better']} |")
+    lines += ["", "The trivial baseline on the same test documents: "
+              + "; ".join(f"{corpus} LEAD-{LEAD[corpus]}{' characters' if corpus == 'csl' else ''} "
+                          f"{r['ROUGE-1']:.2f} / {r['ROUGE-2']:.2f} / {r['ROUGE-L']:.2f}" for corpus, r in leads.items())
+              + ". These are newcomer budgets on small corpora: the table is about which checkpoint is kept, not "
+                "about how good the models are."]
     lines += ["", "The two runs of each row end on identical weights (checkpoint_last.pt): "
               + ("yes, in every row." if all(r["same_last"] for r in rows) else
                  "no, in rows " + ", ".join(f"{r['corpus']} seed {r['seed']}" for r in rows if not r["same_last"])
@@ -187,7 +201,8 @@ def main() -> None:
                                 for k, v in row.items() if k != "diff"}))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    args.out.write_text(report(rows, args, commit), encoding="utf-8")
+    leads = {corpus: lead_rouge(exp, corpus) for corpus in args.corpora}
+    args.out.write_text(report(rows, leads, args, commit), encoding="utf-8")
     exp.log(f"wrote {args.out}")
 
 
