@@ -72,7 +72,11 @@ def one_update(model, criterion, sample, precision, optimizer, scaler, update):
     if scaler is not None:
         scaler.unscale_(optimizer)
     assert grads and all(torch.isfinite(g).all() for g in grads), "non-finite gradients"
-    (scaler.step(optimizer), scaler.update()) if scaler is not None else optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
     return loss.item()
 
 
