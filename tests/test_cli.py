@@ -394,3 +394,13 @@ def test_train_sh_warns_on_a_busy_machine_without_a_thread_count(tmp_path, load,
         env["OMP_NUM_THREADS"] = threads
     result = run(["bash", "-c", f'source scripts/lib.sh; warn_busy_machine {tmp_path / "loadavg"}'], env=env)
     assert ("set OMP_NUM_THREADS=1" in result.stderr) == (warned and float(load) > os.cpu_count() / 2)
+
+
+@pytest.mark.parametrize("config", sorted(p.stem for p in (ROOT / "configs").glob("*.conf")))
+def test_every_shipped_config_loads_as_the_scripts_load_it(config):
+    """Each config is valid bash and sets TRAIN_ARGS (scripts/lib.sh load_config, as train.sh runs it), given the
+    variables some configs ask for (PHASE1: a first-phase checkpoint; W2V: a word2vec file)."""
+    script = 'source scripts/lib.sh; load_config "$1"; (( ${#TRAIN_ARGS[@]} > 0 ))'
+    env = command_env(PHASE1="phase1/checkpoint_best.pt", W2V="w2v.txt")
+    result = run(["bash", "-c", script, "load", config], check=False, env=env)
+    assert result.returncode == 0, result.stderr
