@@ -51,11 +51,15 @@ def read_facts(path) -> CheckpointFacts:
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     allow_fairseq_checkpoints()
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return facts_of_state(torch.load(path, map_location="cpu", weights_only=True, mmap=True), path.name)
+
+
+def facts_of_state(state, name: str) -> CheckpointFacts:
+    """The facts of a checkpoint already loaded (its ``cfg`` a dict or fairseq's DictConfig)."""
     checkpoint_cfg = (state.get("cfg") or {}).get("checkpoint") or {}
     history = state.get("optimizer_history") or [{}]
     value = (state.get("extra_state") or {}).get("val_loss")
-    return CheckpointFacts(name=path.name, updates=history[-1].get("num_updates"),
+    return CheckpointFacts(name=name, updates=history[-1].get("num_updates"),
                            value=None if value is None else float(value),
                            metric=checkpoint_cfg.get("best_checkpoint_metric", "loss"),
                            maximize=bool(checkpoint_cfg.get("maximize_best_checkpoint_metric", False)))

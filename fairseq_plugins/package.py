@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from fairseq_plugins import run_config
-from fairseq_plugins.checkpoint_info import read_facts
+from fairseq_plugins.checkpoint_info import facts_of_state, read_facts
 from fairseq_plugins.text.textio import finish_parser
 
 PROG = "summ-package"
@@ -129,7 +129,7 @@ def find(name: str, save_dir: Path, data_dir: Optional[Path], data_name: Optiona
 
 
 def training_facts(checkpoint: Path) -> Dict:
-    """arch, updates and the data directory the checkpoint records."""
+    """arch, updates, why it was kept (checkpoint_info) and the data directory the checkpoint records."""
     import fairseq_plugins
     from fairseq import checkpoint_utils
 
@@ -139,7 +139,7 @@ def training_facts(checkpoint: Path) -> Dict:
     model, task = cfg.get("model"), cfg.get("task")
     history = state.get("optimizer_history") or [{}]
     return {"arch": getattr(model, "arch", None) or getattr(model, "_name", None) or "unknown",
-            "updates": history[-1].get("num_updates"), "chosen": read_facts(checkpoint).describe(),
+            "updates": history[-1].get("num_updates"), "chosen": facts_of_state(state, checkpoint.name).describe(),
             "data": getattr(task, "data", None) if task is not None and not isinstance(task, dict)
             else (task or {}).get("data")}
 

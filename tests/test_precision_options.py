@@ -23,7 +23,7 @@ class Task:
     skips_nonfinite_updates = True
 
 
-@pytest.mark.skipif(__import__("importlib").util.find_spec("torch_xla") is not None, reason="torch_xla installed")
+@pytest.mark.skipif(__import__("importlib").util.find_spec("torch_xla") is not None, reason="torch_xla is installed: fairseq's --bf16 can then run on a TPU, so it is not refused")
 @pytest.mark.parametrize("flag", ["bf16", "memory_efficient_bf16"])
 def test_fairseq_bf16_without_torch_xla_is_refused_naming_the_working_options(flag):
     with pytest.raises(ValueError) as error:

@@ -8,6 +8,7 @@ Lines are split on ``\\n`` only (never on the other characters ``str.splitlines`
 as U+2028 or U+0085), so that a document can never silently turn into two.  Every decoding problem is
 reported with the file name and the 1-based line number.
 """
+import argparse
 import difflib
 import gzip
 import os
@@ -175,7 +176,7 @@ def make_plain(parser) -> None:
     for action in parser._actions:
         if action.help:
             action.help = plain_text(action.help)
-        for subparser in (getattr(action, "choices", None) or {}).values() if action.nargs == "A..." else ():
+        for subparser in (action.choices or {}).values() if action.nargs == argparse.PARSER else ():
             make_plain(subparser)
 
 
