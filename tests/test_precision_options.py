@@ -67,9 +67,9 @@ def test_the_autocast_train_step_runs_the_criterion_in_bfloat16_and_keeps_float3
     seen = {}
     model.decoder.register_forward_hook(
         lambda module, args, output: seen.update(autocast=torch.is_autocast_enabled("cpu"),
-                                                 states=output[1]["decoder_states"].dtype))
+                                                 logits=output[0].dtype))
     loss, sample_size, log = autocast_train_step(sample(), model, criterion, Optimizer(), update_num=4)
-    assert model.training and seen["autocast"] and seen["states"] == torch.bfloat16
+    assert model.training and seen["autocast"] and seen["logits"] == torch.bfloat16
     assert math.isfinite(loss.item()) and sample_size > 0
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert len(grads) > 5 and all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)

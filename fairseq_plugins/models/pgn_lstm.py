@@ -80,8 +80,9 @@ from fairseq_plugins.modules.factories import (
     common_defaults,
     flush_denormals,
 )
+from fairseq_plugins.modules.fused_steps import Memory, StepWeights, fused_steps
 from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
-from fairseq_plugins.modules.readouts import build_readout
+from fairseq_plugins.modules.readouts import SeeReadout, build_readout
 from fairseq_plugins.modules.shared_projection import SharedOutputProjection
 from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
 from fairseq_plugins.modules.temporal_attention import KEYS as TEMPORAL_KEYS
@@ -207,7 +208,7 @@ class PGNDecoder(StepStateDecoder):
                  out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
                  coverage_attention=True, share_input_output_embed=False, num_regular=None, readout="see",
                  embed_norm=False, intra_temporal=False, intra_decoder=False, shared_output_projection=False,
-                 own_prediction_prob=0.0, max_positions=DEFAULT_MAX_POSITIONS):
+                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
         check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
                       shared_output_projection)
@@ -256,6 +257,9 @@ class PGNDecoder(StepStateDecoder):
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
         self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy,
                                                         eos=dictionary.eos())  # </s> is never copied
+        # See et al.'s recurrence (See readout, one layer, additive attention) as one autograd function
+        self.fused = (fused_steps and self.feeds_back and isinstance(self.readout, SeeReadout) and num_layers == 1
+                      and not intra_temporal and not intra_decoder)
 
     # ------------------------------------------------------------------ recurrent part
     state_batch_dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry of the state is batch-first
@@ -289,7 +293,9 @@ class PGNDecoder(StepStateDecoder):
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
         values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (True at padding)
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
-        if self.feeds_back:
+        if self.fused:
+            steps, state = self.run_fused_steps(embedded, state, values, padding_mask)
+        elif self.feeds_back:
             steps, state = self.run_steps(embedded, state, values, padding_mask)
         else:
             steps, state = self.run_all_steps(embedded, state, values, padding_mask, incremental_state is None)
@@ -319,6 +325,31 @@ class PGNDecoder(StepStateDecoder):
                 steps[key].append(value)
         state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed)
         return stack_steps(steps), state
+
+    def run_fused_steps(self, embedded, state, values, padding_mask):
+        """``run_steps`` for See et al.'s decoder (See readout, one layer, additive attention) through
+        modules/fused_steps.py: the same numbers in fewer operations per step."""
+        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
+        cell = self.layers[0]
+        one_step = embedded.size(1) == 1  # incremental decoding: x_1 is known before the loop
+        inputs = embedded_part + self.input_from_feed(state["feed"]).unsqueeze(1) if one_step else embedded_part
+        gates_x = F.linear(inputs, cell.weight_ih, cell.bias_ih + cell.bias_hh)  # B x T x 4H   (G, or z_1 - W_hh s_0)
+        weights = StepWeights(
+            feed=None if one_step else torch.mm(cell.weight_ih, self.input_from_feed.weight),  # 4H x F   W_ih W_x,h*
+            hidden=cell.weight_hh, query=self.attention.query_proj.weight, coverage=self.attention.coverage_weight,
+            v=self.attention.v.weight.view(-1),
+        )
+        start = [state["hidden"][0], state["cell"][0], state["feed"], state["coverage"]]
+        states, contexts, attn, coverage, last_cell, last_coverage = fused_steps(
+            gates_x, weights, Memory(state["keys"], values, padding_mask), start, accumulate=self.coverage)
+        if not one_step:
+            fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
+            inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, eq 8)
+        state = dict(state, hidden=states[:, -1:].transpose(0, 1), cell=last_cell.unsqueeze(0),
+                     feed=contexts[:, -1], coverage=last_coverage)
+        steps = {"states": states, "contexts": contexts, "feeds": contexts, "inputs": inputs, "attn": attn,
+                 "coverage": coverage}
+        return steps, state
 
     def run_all_steps(self, embedded, state, values, padding_mask, whole_sequence: bool):
         """Without input feeding: the LSTM over all steps in one call, then the attentions (``whole_sequence``:
@@ -490,6 +521,11 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                             help="in training, read the model's own previous prediction instead of the reference "
                                  "word with probability P (Paulus et al. section 6.1: 0.25; default 0, teacher "
                                  "forcing); the decoder then runs step by step")
+        parser.add_argument("--no-fused-steps", action="store_true",
+                            help="run the decoder's steps module by module, autograd recording each operation, "
+                                 "instead of as one function with a hand-written backward (See readout, one "
+                                 "layer, additive attention): the same numbers, more operations per step; for "
+                                 "comparison and debugging")
         parser.add_argument("--embed-norm", action="store_true",
                             help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
@@ -521,7 +557,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
             intra_temporal=args.intra_temporal_attention, intra_decoder=args.intra_decoder_attention,
             shared_output_projection=args.shared_output_projection, own_prediction_prob=args.own_prediction_prob,
-            max_positions=max_target,
+            fused_steps=not args.no_fused_steps, max_positions=max_target,
         )
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s, coverage attention=%s, "
                     "readout=%s, intra-temporal attention=%s, intra-decoder attention=%s, shared output "
@@ -553,6 +589,7 @@ def base_architecture(args):
     args.shared_output_projection = getattr(args, "shared_output_projection", False)
     args.own_prediction_prob = getattr(args, "own_prediction_prob", 0.0)
     args.embed_norm = getattr(args, "embed_norm", False)
+    args.no_fused_steps = getattr(args, "no_fused_steps", False)
     common_defaults(args)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from fairseq_plugins.modules.cpu_cache import block_size
-from fairseq_plugins.modules.step_gradient import step_gradient
+from fairseq_plugins.modules.step_gradient import StepGradient, step_gradient
 
 # Floats per thread in one block.  None: from this CPU's L2 cache (cpu_cache.block_size, read at the first
 # CPU call).  Tests and scripts/bench/block_sweep.py set it to try other sizes.
@@ -52,30 +52,36 @@ _workspaces = threading.local()
 def _block_buffer(keys: Tensor, rows: int) -> Tensor:
     """A rows x S x A scratch block, reused from call to call (per thread, device and dtype): allocating a
     fresh one at every step made the allocator hand memory back to the kernel and fault it in again, about
-    10,000 page faults per training step on LCSTS batches."""
+    10,000 page faults per training step on LCSTS batches.  The same shape as the last call's gets the same
+    view (no new tensor operation at every step)."""
     _, src_len, attn_dim = keys.size()
-    size = rows * src_len * attn_dim
+    shape = (rows, src_len, attn_dim)
     cache = _workspaces.__dict__.setdefault("blocks", {})
     key = (keys.device, keys.dtype)
-    if key not in cache or cache[key].numel() < size:
-        cache[key] = keys.new_empty(size)
-    return cache[key][:size].view(rows, src_len, attn_dim)
+    flat, view = cache.get(key, (None, None))
+    if view is not None and tuple(view.shape) == shape:
+        return view
+    if flat is None or flat.numel() < rows * src_len * attn_dim:
+        flat = keys.new_empty(rows * src_len * attn_dim)
+    view = flat[: rows * src_len * attn_dim].view(shape)
+    cache[key] = (flat, view)
+    return view
 
 
-def _step_operands(keys: Tensor, query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor]):
+def scores_operands(query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor],
+                    ones: Optional[Tensor] = None):
     """[1, c_i] and [q; w_c] (B x S x 2, B x 2 x A), so that k + q + w_c c is one ``baddbmm``; only [1] and [q]
-    without coverage."""
-    bsz, src_len, attn_dim = keys.size()
-    weights = [keys.new_ones(bsz, src_len)]  # B x S
-    terms = [query]  # B x A
-    if coverage is not None:
-        weights.append(coverage.to(keys.dtype))  # B x S
-        terms.append(coverage_weight.expand(bsz, attn_dim))  # B x A
-    return torch.stack(weights, dim=2), torch.stack(terms, dim=1)  # B x S x K, B x K x A
+    without coverage (``coverage_weight`` None).  ``ones``: a B x S tensor of ones to reuse (else made here)."""
+    if coverage_weight is None:
+        return None, query.unsqueeze(1)  # k + q: no weights
+    bsz, attn_dim = query.size()
+    ones = ones if ones is not None else coverage.new_ones(coverage.shape)
+    weights = torch.stack([ones, coverage.to(query.dtype)], dim=2)  # B x S x 2
+    return weights, torch.stack([query, coverage_weight.expand(bsz, attn_dim)], dim=1)  # B x 2 x A
 
 
-def _tanh_block(out: Tensor, keys: Tensor, weights: Tensor, terms: Tensor) -> Tensor:
-    """out <- tanh(k + q + w_c c) for one block of rows; n x S x A.
+def _tanh_block(out: Tensor, keys: Tensor, weights: Optional[Tensor], terms: Tensor) -> Tensor:
+    """out <- tanh(k + q + w_c c) for one block of rows (``weights`` None: tanh(k + q)); n x S x A.
 
     On a CPU, in float32/float64, as tanh(f) = 2 sigmoid(2f) - 1 with the 2f from the same ``baddbmm``: torch's
     CPU tanh runs at scalar speed (measured 0.4 G floats/s on one AMD EPYC core, torch 2.13, whatever the
@@ -84,9 +90,96 @@ def _tanh_block(out: Tensor, keys: Tensor, weights: Tensor, terms: Tensor) -> Te
     (near f = 0).  Half precision and GPUs keep torch's tanh (there the cancellation near 0 would cost
     digits, and the GPU's tanh is fast)."""
     if keys.device.type == "cpu" and keys.dtype in (torch.float32, torch.float64):
-        torch.baddbmm(keys, weights, terms, beta=2.0, alpha=2.0, out=out)  # 2f
+        if weights is None:
+            torch.add(keys, terms, out=out).mul_(2.0)  # 2f
+        else:
+            torch.baddbmm(keys, weights, terms, beta=2.0, alpha=2.0, out=out)  # 2f
         return out.sigmoid_().mul_(2.0).sub_(1.0)  # 2 sigmoid(2f) - 1 = tanh(f)
+    if weights is None:
+        return torch.add(keys, terms, out=out).tanh_()
     return torch.baddbmm(keys, weights, terms, out=out).tanh_()
+
+
+def scores_step(keys: Tensor, operands, v: Tensor) -> Tensor:
+    """e = v^T tanh(k + q + w_c c), block by block, without autograd: B x S.  keys: B x S x A (contiguous);
+    operands: ``scores_operands``' pair; v: A; all of the keys' dtype."""
+    bsz, src_len, attn_dim = keys.size()
+    weights, terms = operands
+    rows = _block_rows(keys)
+    block = _block_buffer(keys, rows)
+    if rows >= bsz:  # one block (a GPU, or a small batch)
+        return torch.matmul(_tanh_block(block, keys, weights, terms), v)  # B x S
+    scores = keys.new_empty(bsz, src_len)  # B x S
+    for start in range(0, bsz, rows):
+        end = min(start + rows, bsz)
+        tanh = _tanh_block(block[: end - start], keys[start:end], _rows(weights, start, end), terms[start:end])
+        torch.mv(tanh.view(-1, attn_dim), v, out=scores[start:end].view(-1))  # v^T tanh(...)
+    return scores
+
+
+def _rows(tensor: Optional[Tensor], start: int, end: int) -> Optional[Tensor]:
+    return None if tensor is None else tensor[start:end]
+
+
+class ScoreGradients:
+    """Where ``scores_backward_step`` adds the gradients of the step-independent inputs: dL/dk (a StepGradient,
+    or ``keys`` to write a fresh B x S x A tensor), and dL/dv and dL/dw_c per batch row (B x 1 x A each; summed
+    over the rows by ``totals``)."""
+
+    def __init__(self, keys: Tensor, coverage: bool, key_gradient: Optional[StepGradient]):
+        bsz, _, attn_dim = keys.size()
+        self.key_gradient, self.all_keys = key_gradient, keys
+        self.keys = torch.empty_like(keys) if key_gradient is None else None  # B x S x A
+        self.v = keys.new_zeros(bsz, 1, attn_dim)  # B x 1 x A
+        self.coverage_weight = keys.new_zeros(bsz, 1, attn_dim) if coverage else None  # B x 1 x A
+
+    def totals(self):
+        """dL/dk (None when added to the StepGradient), dL/dv (A), dL/dw_c (A or None)."""
+        weight = None if self.coverage_weight is None else self.coverage_weight.sum(dim=(0, 1))
+        return self.keys, self.v.sum(dim=(0, 1)), weight
+
+
+def scores_backward_step(grad_scores: Tensor, keys: Tensor, operands, coverage_weight: Optional[Tensor], v: Tensor,
+                         grads: ScoreGradients):
+    """The backward of ``scores_step`` for dL/de = ``grad_scores`` (B x S), tanh recomputed block by block,
+    with f = k + q + w_c c and t = tanh(f):
+
+        dL/df = (1 - t^2) (dL/de outer v),  dL/dk = dL/df,  [dL/dq; per-row dL/dw_c] = [1, c]^T dL/df,
+        dL/dc = dL/df w_c,  per-row dL/dv = dL/de^T t
+
+    Adds dL/dk, dL/dv and dL/dw_c into ``grads``.  Returns dL/dq (B x A) and dL/dc (B x S; None without
+    coverage)."""
+    bsz = keys.size(0)
+    weights, terms = operands
+    grad_scores = grad_scores.to(keys.dtype).unsqueeze(2)  # B x S x 1
+    rows = _block_rows(keys)
+    if rows >= bsz:  # one block (a GPU, or a small batch)
+        return _block_backward(grad_scores, keys, weights, terms, coverage_weight, v, grads, 0, bsz)
+    parts = [_block_backward(grad_scores[start:start + rows], keys[start:start + rows],
+                             _rows(weights, start, start + rows), terms[start:start + rows], coverage_weight, v,
+                             grads, start, min(start + rows, bsz))
+             for start in range(0, bsz, rows)]
+    grad_query = torch.cat([query for query, _ in parts])
+    return grad_query, (None if weights is None else torch.cat([coverage for _, coverage in parts]))
+
+
+def _block_backward(grad_e, keys, weights, terms, coverage_weight, v, grads: ScoreGradients, start: int,
+                    end: int):
+    """``scores_backward_step`` for rows [start, end): grad_e n x S x 1, keys n x S x A, weights n x S x 2
+    (or None), terms n x K x A."""
+    whole = start == 0 and end == grads.v.size(0)
+    tanh = _tanh_block(_block_buffer(keys, end - start), keys, weights, terms)  # n x S x A   t
+    grad_v = grads.v if whole else grads.v[start:end]
+    grad_v.baddbmm_(grad_e.transpose(1, 2), tanh)  # n x 1 x A   sum_i dL/de_i t_i
+    out = tanh if grads.keys is None else (grads.keys if whole else grads.keys[start:end])
+    grad_f = torch.addcmul(grad_e, tanh.mul_(tanh), grad_e, value=-1.0, out=out).mul_(v)  # (1 - t^2) dL/de v
+    if grads.key_gradient is not None:
+        grads.key_gradient.add(grads.all_keys, start, end, grad_f, whole)
+    if weights is None:
+        return grad_f.sum(dim=1), None  # n x A
+    both = torch.bmm(weights.transpose(1, 2), grad_f)  # n x 2 x A   [dL/dq; sum_i c_i dL/df_i]
+    (grads.coverage_weight if whole else grads.coverage_weight[start:end]).add_(both[:, 1:])
+    return both[:, 0], torch.matmul(grad_f, coverage_weight)  # n x A, n x S
 
 
 class AdditiveScores(torch.autograd.Function):
@@ -97,50 +190,19 @@ class AdditiveScores(torch.autograd.Function):
         """keys: B x S x A; query: B x A; coverage: B x S or None; coverage_weight: A or None; v: A;
         key_gradient: the StepGradient that sums dL/dk over the steps, or None to return dL/dk."""
         keys = keys.contiguous()
-        bsz, src_len, attn_dim = keys.size()
-        weights, terms = _step_operands(keys, query, coverage, coverage_weight)
-        rows = _block_rows(keys)
-        block = _block_buffer(keys, rows)
-        scores = keys.new_empty(bsz, src_len)  # B x S
-        for start in range(0, bsz, rows):
-            end = min(start + rows, bsz)
-            tanh = _tanh_block(block[: end - start], keys[start:end], weights[start:end], terms[start:end])
-            torch.mv(tanh.view(-1, attn_dim), v, out=scores[start:end].view(-1))  # v^T tanh(...)
         ctx.save_for_backward(keys, query, coverage, coverage_weight, v)
         ctx.key_gradient = key_gradient
-        return scores
+        return scores_step(keys, scores_operands(query, coverage, coverage_weight), v)
 
     @staticmethod
     @torch.autocast(device_type="cuda", enabled=False)
     @torch.autocast(device_type="cpu", enabled=False)
     def backward(ctx, grad_scores):
         keys, query, coverage, coverage_weight, v = ctx.saved_tensors
-        bsz, src_len, attn_dim = keys.size()
-        grad_scores = grad_scores.contiguous().to(keys.dtype)  # B x S
-        weights, terms = _step_operands(keys, query, coverage, coverage_weight)
-        rows = _block_rows(keys)
-        block = _block_buffer(keys, rows)
-        shared = ctx.key_gradient
-        grad_keys = None if shared is not None else torch.empty_like(keys)  # B x S x A: dL/df = dL/dk
-        grad_query = query.new_empty(bsz, attn_dim)  # B x A
-        grad_coverage = keys.new_empty(bsz, src_len) if coverage is not None else None  # B x S
-        grad_v = v.new_zeros(attn_dim)
-        grad_weight = v.new_zeros(attn_dim) if coverage is not None else None
-        neg_v = v.neg()
-        for start in range(0, bsz, rows):
-            end = min(start + rows, bsz)
-            tanh = _tanh_block(block[: end - start], keys[start:end], weights[start:end], terms[start:end])
-            grad_e = grad_scores[start:end].unsqueeze(2)  # n x S x 1
-            grad_v.addmv_(tanh.view(-1, attn_dim).t(), grad_e.reshape(-1))  # sum dL/de * t
-            out = tanh if shared is not None else grad_keys[start:end]
-            grad_f = torch.mul(tanh.mul_(tanh).sub_(1.0), grad_e, out=out).mul_(neg_v)  # (1 - t^2)(dL/de outer v)
-            torch.sum(grad_f, dim=1, out=grad_query[start:end])
-            if coverage is not None:
-                flat_f = grad_f.view(-1, attn_dim)  # nS x A
-                torch.mv(flat_f, coverage_weight, out=grad_coverage[start:end].view(-1))
-                grad_weight.addmv_(flat_f.t(), weights[start:end, :, 1].reshape(-1))  # sum c * dL/df
-            if shared is not None:
-                shared.add(keys, start, end, grad_f)
+        grads = ScoreGradients(keys, coverage_weight is not None, ctx.key_gradient)
+        operands = scores_operands(query, coverage, coverage_weight)
+        grad_query, grad_coverage = scores_backward_step(grad_scores, keys, operands, coverage_weight, v, grads)
+        grad_keys, grad_v, grad_weight = grads.totals()
         if grad_coverage is not None:
             grad_coverage = grad_coverage.to(coverage.dtype)
         return grad_keys, grad_query, grad_coverage, grad_weight, grad_v, None

@@ -76,7 +76,7 @@ class CoverageAttention(nn.Module):
             self.v.weight.view(-1),
         )  # B x S   (eq 1 / eq 11; modules/additive_scores.py)
         if padding_mask is not None:
-            scores = scores.float().masked_fill(padding_mask, float("-inf")).type_as(scores)  # FP16-safe
+            scores = scores.masked_fill(padding_mask, float("-inf"))  # B x S (-inf exists in every float dtype)
         attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
         with torch.autocast(device_type=values.device.type, enabled=False):  # one dtype: the values'
             context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x C   (eq 3)

@@ -34,9 +34,10 @@ class StepGradient:
             self.total = torch.zeros_like(like)
         return self.total
 
-    def add(self, like: Tensor, start: int, end: int, rows: Tensor) -> None:
-        """Adds ``rows`` to rows [start, end) of the sum."""
-        self.buffer(like)[start:end].add_(rows)
+    def add(self, like: Tensor, start: int, end: int, rows: Tensor, whole: bool = False) -> None:
+        """Adds ``rows`` to rows [start, end) of the sum (``whole``: they are all its rows)."""
+        total = self.buffer(like)
+        (total if whole else total[start:end]).add_(rows)
 
     def take(self) -> Optional[Tensor]:
         total, self.total = self.total, None

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import MODELS, ROOT, SIZES  # noqa: E402
 
 
-def build(model_name: str, data_bin: Path, max_tokens: int, extra: list):
+def build(model_name: str, data_bin: Path, max_tokens: int, extra: list, device: str = "cpu"):
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
@@ -52,30 +52,41 @@ def build(model_name: str, data_bin: Path, max_tokens: int, extra: list):
     parser = options.get_training_parser()
     argv = [str(data_bin), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization",
             *MODELS[model_name], *SIZES, "--optimizer", "adam", "--lr", "0.001", "--max-tokens", str(max_tokens),
-            "--seed", "1", "--cpu", *extra]
+            "--seed", "1", *(["--cpu"] if device == "cpu" else []), *extra]
     args = options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)
     utils.set_torch_seed(1)
     task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
+    model = task.build_model(cfg.model).to(device)
+    criterion = task.build_criterion(cfg.criterion).to(device)
     return cfg, task, model, criterion
 
 
-def train_batches(cfg, task, count: int):
+def move_to(batch, device: str):
+    from fairseq import utils
+
+    return utils.move_to_cuda(batch, device) if device != "cpu" else batch
+
+
+def synchronize(device: str) -> None:
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def train_batches(cfg, task, count: int, device: str = "cpu"):
     task.load_dataset("train")
     iterator = task.get_batch_iterator(
         dataset=task.dataset("train"), max_tokens=cfg.dataset.max_tokens, seed=1,
         max_positions=(10**5, 10**5), num_workers=0,
     ).next_epoch_itr(shuffle=True)
-    return [batch for _, batch in zip(range(count), iterator)]
+    return [move_to(batch, device) for _, batch in zip(range(count), iterator)]
 
 
 class Trainer:
     """Forward + criterion + backward + Adam step of one model, timed per batch."""
 
-    def __init__(self, model, criterion):
-        self.model, self.criterion = model, criterion
+    def __init__(self, model, criterion, device: str = "cpu"):
+        self.model, self.criterion, self.device = model, criterion, device
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step(self, batch):
@@ -84,6 +95,7 @@ class Trainer:
         loss, _, _ = self.criterion(self.model, batch)
         loss.backward()
         self.optimizer.step()
+        synchronize(self.device)
 
     def words_per_second(self, batches) -> float:
         seconds = 0.0
@@ -103,14 +115,14 @@ class Trainer:
 
 
 def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool, blocks=(0,),
-                  rounds: int = 3, name: str = "decoding"):
+                  rounds: int = 3, name: str = "decoding", device: str = "cpu"):
     """Beam search over the first SENTENCES of valid, fixed length MAX_LEN, once per n-gram blocking setting in
     BLOCKS (0: off), the settings taking turns for ROUNDS rounds; prints (labelled NAME) the median sentences/s of
     each, and with PROFILE the operator table of one batch per setting."""
     task.load_dataset("valid")
     dataset = task.dataset("valid")
     samples = [dataset[i] for i in range(min(sentences, len(dataset)))]
-    batches = [dataset.collater(samples[i:i + 32]) for i in range(0, len(samples), 32)]
+    batches = [move_to(dataset.collater(samples[i:i + 32]), device) for i in range(0, len(samples), 32)]
     generators = {block: task.build_generator([model], argparse.Namespace(
         beam=beam, max_len_a=0, max_len_b=max_len, min_len=max_len, block_ngram_repeat=block)) for block in blocks}
     model.eval()
@@ -119,6 +131,7 @@ def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, pro
         with torch.no_grad():
             for batch in batches:
                 task.inference_step(generator, [model], batch)
+        synchronize(device)
 
     speeds = {block: [] for block in blocks}
     for generator in generators.values():
@@ -156,17 +169,18 @@ def main(argv=None):
                         help="also decode with the project's n-gram blocking of this n, in turns with none")
     parser.add_argument("--extra", default="", help="more fairseq-train options for every model")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's operator tables")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args(argv)
     if not (args.data_bin / "dict.src.txt").exists():
         sys.exit(f"profile_step: no binarized data in {args.data_bin} (run throughput.py once, or give --data-bin)")
     names = args.models.split(",")
-    built = {name: build(name, args.data_bin, args.max_tokens, shlex.split(args.extra)) for name in names}
+    built = {name: build(name, args.data_bin, args.max_tokens, shlex.split(args.extra), args.device) for name in names}
     for name, (_, _, model, _) in built.items():
         print(f"{name}: {sum(p.numel() for p in model.parameters()):,} parameters, {torch.get_num_threads()} threads")
     if args.batches > 0:
         cfg, task = built[names[0]][:2]
-        batches = train_batches(cfg, task, args.batches + 1)
-        trainers = {name: Trainer(model, criterion) for name, (_, _, model, criterion) in built.items()}
+        batches = train_batches(cfg, task, args.batches + 1, args.device)
+        trainers = {name: Trainer(model, criterion, args.device) for name, (_, _, model, criterion) in built.items()}
         for trainer in trainers.values():
             trainer.step(batches[0])  # warm-up
         rounds = {name: [] for name in names}
@@ -183,7 +197,7 @@ def main(argv=None):
         for name, (cfg, task, model, _) in built.items():
             blocks = (0, args.block_ngram_repeat) if args.block_ngram_repeat else (0,)
             time_decoding(cfg, task, model, args.decode_sentences, args.beam, args.max_len, args.profile, blocks,
-                          args.rounds, name=f"decoding {name}")
+                          args.rounds, name=f"decoding {name}", device=args.device)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",
          "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--dropout", "0.1"]
 MODELS = {
+    "pgn_lstm_modules": ["--arch", "pgn_lstm", "--no-fused-steps", "--criterion", "focal_copy_coverage"],
     "lstm": ["--arch", "lstm", "--encoder-bidirectional", "--criterion", "cross_entropy"],
     "pgn_lstm": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],  # attention size 256 (default)
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target

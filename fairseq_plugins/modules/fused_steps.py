@@ -1,0 +1,302 @@
+"""The recurrence of See et al.'s decoder as one autograd function with a hand-written backward pass.
+
+One-layer LSTM with input feeding and the additive attention with coverage (See, Liu & Manning 2017), per step t:
+    z_t     = G[t] + W_f h*_{t-1} + W_hh s_{t-1}       gates i, f, g, o (torch's order) of the LSTM, where
+                                                        G[t] = W_ih (W_x,y y_{t-1} + b_x) + b_ih + b_hh and
+                                                        W_f = W_ih W_x,h*: x_t = W_x [y_{t-1}; h*_{t-1}] + b_x
+    c_t     = sigma(f) * c_{t-1} + sigma(i) * tanh(g)   LSTM cell
+    s_t     = sigma(o) * tanh(c_t)
+    e^t     = v^T tanh(k + W_s s_t + w_c c^t)           (eq 11; eq 1 without the coverage term)
+    a^t     = softmax(e^t), padding masked              (eq 2)
+    h*_t    = sum_i a_i^t h_i                           (eq 3)
+    c^{t+1} = c^t + a^t                                 (eq 10)
+
+Why one function.  Written as modules, a step is about a hundred small tensor operations with autograd
+recording each; on a GPU every one is a kernel launch of a few microseconds on a batch whose arithmetic takes
+less, so the step costs its launches whatever the batch.  Here the forward loop runs without autograd and
+keeps only what the backward needs (the gate activations, tanh c_t and the attention operands, B x 4H, B x H
+and B x S per step), and the backward runs the steps in reverse with their derivatives written out: about a
+third of the operations per step.  Everything that does not depend on the recurrence runs once for all steps
+outside the loops: G (one matrix product), the gate derivatives, the weight gradients (one product each over
+all steps), the gradient of the encoder states (one batched product).  The scores use modules/additive_scores.py
+(cache-sized blocks on a CPU, one block on a GPU).
+
+The derivatives of the cell, with i, f, g, o the activated gates and dL/dc_t carried back from step t + 1:
+    dL/dc_t += dL/ds_t * o * (1 - tanh(c_t)^2)
+    dL/dz = [dL/dc_t * g * i(1-i),  dL/dc_t * c_{t-1} * f(1-f),  dL/dc_t * i * (1-g^2),  dL/ds_t * tanh(c_t) * o(1-o)]
+    dL/dc_{t-1} = dL/dc_t * f,   [dL/ds_{t-1}, dL/dh*_{t-1}] += dL/dz [W_hh, W_f]
+and of the attention: dL/da^t += dL/dc^{t+1} + dL/dh*_t h^T, dL/de^t = softmax's backward, then
+additive_scores.scores_backward.
+"""
+from typing import List, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from fairseq_plugins.modules.additive_scores import ScoreGradients, scores_backward_step, scores_operands, scores_step
+from fairseq_plugins.modules.step_gradient import StepGradient
+
+
+class StepWeights(NamedTuple):
+    """The parameters the loop reads, all of the computation's dtype."""
+
+    feed: Optional[Tensor]  # 4H x F   W_f = W_ih W_x,h* (None: one step whose gates_x holds it)
+    hidden: Tensor  # 4H x H   W_hh
+    query: Tensor  # A x H   W_s
+    coverage: Optional[Tensor]  # A   w_c (None: eq 1, no coverage term)
+    v: Tensor  # A
+
+
+class Memory(NamedTuple):
+    """What every step attends to."""
+
+    keys: Tensor  # B x S x A   W_h h_i + b_attn
+    values: Tensor  # B x S x C   h_i
+    padding_mask: Optional[Tensor]  # B x S, True at padding
+
+
+class Buffers:
+    """The loop's per-step tensors, allocated once for all steps (B x T x D each) and cut into per-step views
+    beforehand, so that a step writes its results in place and creates no view of its own."""
+
+    def __init__(self, gates_x: Tensor, values: Tensor, coverage: Tensor):
+        bsz, steps, four = gates_x.shape
+        size = four // 4
+        empty = gates_x.new_empty
+        self.gates = empty(bsz, steps, four)  # z_t
+        self.acts = empty(bsz, steps, four)  # sigma(i), sigma(f), tanh(g), sigma(o)
+        self.cells = empty(bsz, steps, size)  # c_t
+        self.tanh_cells = empty(bsz, steps, size)  # tanh(c_t)
+        self.states = empty(bsz, steps, size)  # s_t
+        self.contexts = empty(bsz, steps, values.size(2))  # h*_t
+        # [1, c^t] for t = 1 .. T+1: the coverage column is the running sum (eq 10), the ones the scores' bias
+        self.weights = empty(bsz, steps + 1, coverage.size(1), 2)
+        self.weights[:, :, :, 0] = 1.0
+        self.weights[:, 0, :, 1] = coverage
+        self.step = {
+            "gates_x": gates_x.unbind(1), "gates": self.gates.unbind(1), "acts": self.acts.unbind(1),
+            "candidate_in": self.gates[:, :, 2 * size:3 * size].unbind(1),
+            "candidate": self.acts[:, :, 2 * size:3 * size].unbind(1),
+            "gate": [a.chunk(4, dim=1) for a in self.acts.unbind(1)], "cells": self.cells.unbind(1),
+            "tanh_cells": self.tanh_cells.unbind(1), "states": self.states.unbind(1),
+            "contexts": self.contexts.split(1, dim=1), "weights": self.weights.unbind(1),
+            "coverage": self.weights[:, :, :, 1].unbind(1),
+        }
+
+    def coverage(self) -> Tensor:
+        """c^t for t = 1 .. T+1: B x (T + 1) x S."""
+        return self.weights[:, :, :, 1]
+
+
+def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool,
+             saved: Optional[dict] = None):
+    """The forward loop.  gates_x: B x T x 4H (G); start: [s_0, c_0, h*_0, c^1], B x H, B x H, B x F, B x S;
+    ``accumulate``: add a^t to the coverage (eq 10).  With ``saved`` (a dict), keeps there what the backward
+    reads.  Returns states B x T x H, contexts B x T x C, attn B x T x S, coverage (c^t before each step)
+    B x T x S, and the last cell c_T and coverage c^{T+1} (B x H, B x S)."""
+    hidden, cell, feed, coverage = start
+    buffers = Buffers(gates_x, memory.values, coverage)
+    step = buffers.step
+    hidden_t, query_t = weights.hidden.t(), weights.query.t()
+    feed_t = weights.feed.t() if weights.feed is not None else None
+    coverage_weight = None if weights.coverage is None else weights.coverage.expand(hidden.size(0), -1)  # B x A
+    attns, operands = [], []
+    for t in range(gates_x.size(1)):
+        gates = (torch.addmm(step["gates_x"][t], hidden, hidden_t, out=step["gates"][t]) if feed_t is None else
+                 torch.addmm(step["gates_x"][t], feed, feed_t, out=step["gates"][t]).addmm_(hidden, hidden_t))  # z_t
+        torch.sigmoid(gates, out=step["acts"][t])  # sigma(i), sigma(f), ., sigma(o)
+        torch.tanh(step["candidate_in"][t], out=step["candidate"][t])  # tanh(g)
+        in_gate, forget, candidate, out_gate = step["gate"][t]  # B x H each
+        cell = torch.addcmul(forget * cell, in_gate, candidate, out=step["cells"][t])  # B x H   c_t
+        hidden = torch.mul(out_gate, torch.tanh(cell, out=step["tanh_cells"][t]), out=step["states"][t])  # s_t
+        query = torch.mm(hidden, query_t)  # B x A   W_s s_t
+        pair = ((step["weights"][t], torch.stack([query, coverage_weight], dim=1)) if coverage_weight is not None
+                else (None, query.unsqueeze(1)))  # [1, c^t], [q; w_c]
+        scores = scores_step(memory.keys, pair, weights.v)  # B x S   (eq 11 / eq 1)
+        if memory.padding_mask is not None:
+            scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
+        attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
+        feed = torch.bmm(attn.unsqueeze(1), memory.values, out=step["contexts"][t]).squeeze(1)  # B x C   (eq 3)
+        coverage = torch.add(coverage, attn, out=step["coverage"][t + 1]) if accumulate else coverage  # eq 10
+        attns.append(attn)
+        operands.append(pair)
+    attn = torch.stack(attns, dim=1)  # B x T x S
+    if saved is not None:
+        saved.update(acts=buffers.acts, tanh_cells=buffers.tanh_cells, cells=buffers.cells, operands=operands)
+    if not accumulate:  # c^t stays c^1 (copies: an input returned as an output would alias it)
+        return buffers.states, buffers.contexts, attn, coverage.unsqueeze(1).expand_as(attn).clone(), cell, \
+            coverage.clone()
+    return buffers.states, buffers.contexts, attn, buffers.coverage()[:, :-1], cell, coverage
+
+
+def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
+    """``run_loop`` for one step without a gradient (a step of beam search), in fresh tensors: allocating and
+    cutting the loop's buffers would cost more operations than the step itself.  Same arguments and results."""
+    hidden, cell, _, coverage = start
+    size = hidden.size(1)
+    gates = torch.addmm(gates_x[:, 0], hidden, weights.hidden.t())  # B x 4H   z_1 (gates_x holds the feed)
+    acts = torch.sigmoid(gates)
+    acts[:, 2 * size:3 * size] = torch.tanh(gates[:, 2 * size:3 * size])
+    in_gate, forget, candidate, out_gate = acts.chunk(4, dim=1)
+    cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
+    hidden = out_gate * torch.tanh(cell)  # s_1
+    query = torch.mm(hidden, weights.query.t())  # B x A
+    scores = scores_step(memory.keys, scores_operands(query, coverage, weights.coverage), weights.v)  # eq 11 / 1
+    if memory.padding_mask is not None:
+        scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
+    attn = torch.softmax(scores, dim=1).unsqueeze(1)  # B x 1 x S   (eq 2)
+    context = torch.bmm(attn, memory.values)  # B x 1 x C   (eq 3)
+    after = coverage + attn.squeeze(1) if accumulate else coverage  # eq 10
+    return hidden.unsqueeze(1), context, attn, coverage.unsqueeze(1), cell, after
+
+
+def cell_derivatives(acts: Tensor, tanh_cells: Tensor, cells_before: Tensor):
+    """For all steps at once (each B x T x .): the factors of dL/dc_t in dL/dz[:, :3H] (B x T x 3 x H), of
+    dL/ds_t in dL/dz[:, 3H:] (B x T x H), and ds_t/dc_t = o (1 - tanh(c_t)^2) (B x T x H)."""
+    in_gate, forget, candidate, out_gate = acts.chunk(4, dim=2)
+    by_cell = torch.stack([candidate * in_gate * (1 - in_gate),  # through sigma(i)
+                           cells_before * forget * (1 - forget),  # through sigma(f)
+                           in_gate * (1 - candidate * candidate)], dim=2)  # through tanh(g)
+    by_state = tanh_cells * out_gate * (1 - out_gate)  # through sigma(o)
+    to_cell = out_gate * (1 - tanh_cells * tanh_cells)  # ds_t/dc_t
+    return by_cell, by_state, to_cell
+
+
+class FusedSteps(torch.autograd.Function):
+    """The loop of ``run_loop`` with the backward of the module docstring.  Inputs after ``accumulate``:
+    gates_x, W_f, W_hh, W_s, w_c (or None), v, keys, values, padding_mask, s_0, c_0, h*_0, c^1."""
+
+    @staticmethod
+    def forward(ctx, accumulate, gates_x, w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask,
+                hidden, cell, feed, coverage):
+        weights = StepWeights(w_feed, w_hidden, w_query, w_coverage, v)
+        memory = Memory(keys.contiguous(), values, padding_mask)
+        start = [hidden, cell, feed, coverage]
+        saved = {}
+        outputs = run_loop(gates_x, weights, memory, start, accumulate, saved)
+        # Inputs and outputs through save_for_backward (an output kept as an attribute of ctx would be a
+        # reference cycle); the loop's own intermediate tensors as an attribute.
+        ctx.save_for_backward(*weights, *memory, *start, *outputs[:3])
+        ctx.intermediate = dict(saved, accumulate=accumulate)
+        ctx.set_materialize_grads(False)
+        return outputs
+
+    @staticmethod
+    @torch.autocast(device_type="cuda", enabled=False)
+    @torch.autocast(device_type="cpu", enabled=False)
+    def backward(ctx, grad_states, grad_contexts, grad_attn, grad_coverage, grad_cell, grad_last_coverage):
+        tensors = ctx.saved_tensors
+        saved = dict(ctx.intermediate, weights=StepWeights(*tensors[:5]), memory=Memory(*tensors[5:8]),
+                     start=list(tensors[8:12]), states=tensors[12], contexts=tensors[13], attn=tensors[14])
+        return (None, *backward_loop(saved, [grad_states, grad_contexts, grad_attn, grad_coverage],
+                                     grad_cell, grad_last_coverage))
+
+
+def per_step(tensor: Optional[Tensor], like: Tensor) -> List[Tensor]:
+    """A B x T x D gradient (None: zeros like ``like``) cut into its T steps."""
+    return (tensor if tensor is not None else torch.zeros_like(like)).unbind(1)
+
+
+def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Optional[Tensor],
+                  grad_last_coverage: Optional[Tensor]):
+    """The gradients of ``FusedSteps``' inputs (after ``accumulate``) from those of its outputs: per step
+    (states, contexts, attn, coverage; None: zero) and of the last cell and coverage."""
+    weights, memory, states, contexts, attn = s["weights"], s["memory"], s["states"], s["contexts"], s["attn"]
+    hidden0, cell0, feed0, coverage0 = s["start"]
+    bsz, steps, size = states.shape
+    grad_states, grad_contexts, grad_attn = (per_step(g, x) for g, x in zip(grad_outputs, (states, contexts, attn)))
+    grad_coverage = grad_outputs[3].unbind(1) if grad_outputs[3] is not None else None
+    cells_before = torch.cat([cell0.unsqueeze(1), s["cells"][:, :-1]], dim=1)  # B x T x H   c_{t-1}
+    by_cell, by_state, to_cell = (x.unbind(1) for x in cell_derivatives(s["acts"], s["tanh_cells"], cells_before))
+    forget = s["acts"][:, :, size:2 * size].unbind(1)  # sigma(f)
+    feeds = weights.feed is not None
+    recurrent = torch.cat([weights.hidden, weights.feed], dim=1) if feeds else weights.hidden  # 4H x (H + F)
+    d_gates = states.new_empty(bsz, steps, 4 * size)  # dL/dz_t = dL/dG[t]
+    gate_rows = d_gates.unbind(1)  # B x 4H each
+    gate_parts = [(g[:, :3 * size].view(bsz, 3, size), g[:, 3 * size:]) for g in gate_rows]
+    d_hidden, d_feed = torch.zeros_like(hidden0), torch.zeros_like(feed0)  # from step t + 1
+    d_cell = grad_cell if grad_cell is not None else torch.zeros_like(cell0)
+    d_coverage = grad_last_coverage if grad_last_coverage is not None else torch.zeros_like(coverage0)
+    grads = ScoreGradients(memory.keys, weights.coverage is not None, StepGradient())
+    d_queries, d_contexts = [None] * steps, [None] * steps
+    values_t, attn_rows = memory.values.transpose(1, 2), attn.split(1, dim=1)  # B x C x S, T x (B x 1 x S)
+    for t in reversed(range(steps)):
+        d_context = grad_contexts[t] + d_feed  # B x C   (h*_t is also the next step's feed)
+        through_coverage = grad_attn[t] + d_coverage if s["accumulate"] else grad_attn[t]  # c^{t+1} = c^t + a^t
+        d_attn = torch.baddbmm(through_coverage.unsqueeze(1), d_context.unsqueeze(1), values_t)  # eqs 3, 10
+        d_scores = torch._softmax_backward_data(d_attn, attn_rows[t], 2, d_attn.dtype).squeeze(1)  # B x S   (eq 2)
+        d_query, d_cov_scores = scores_backward_step(d_scores, memory.keys, s["operands"][t], weights.coverage,
+                                                     weights.v, grads)
+        if grad_coverage is not None:
+            d_coverage = d_coverage + grad_coverage[t]
+        if d_cov_scores is not None:
+            d_coverage = d_coverage + d_cov_scores  # dL/dc^t
+        d_state = torch.addmm(grad_states[t] + d_hidden, d_query, weights.query)  # B x H   dL/ds_t
+        d_cell = torch.addcmul(d_cell, d_state, to_cell[t])  # B x H   dL/dc_t
+        torch.mul(d_cell.unsqueeze(1), by_cell[t], out=gate_parts[t][0])  # dL/d(i, f, g)
+        torch.mul(d_state, by_state[t], out=gate_parts[t][1])  # dL/do
+        d_cell = d_cell * forget[t]  # dL/dc_{t-1}
+        if feeds:
+            d_hidden, d_feed = torch.mm(gate_rows[t], recurrent).split([size, feed0.size(1)], dim=1)
+        else:
+            d_hidden = torch.mm(gate_rows[t], recurrent)
+        d_queries[t], d_contexts[t] = d_query, d_context
+    before = torch.cat([hidden0.unsqueeze(1), states[:, :-1]], dim=1).flatten(0, 1)  # BT x H   s_{t-1}
+    flat_gates = d_gates.flatten(0, 1).t()  # 4H x BT
+    d_keys_unused, d_v, d_weight = grads.totals()
+    return (
+        d_gates,
+        torch.mm(flat_gates, feeds_before(feed0, contexts)) if feeds else None,  # dL/dW_f
+        torch.mm(flat_gates, before),  # dL/dW_hh
+        torch.mm(torch.stack(d_queries, dim=1).flatten(0, 1).t(), states.flatten(0, 1)),  # dL/dW_s
+        d_weight,
+        d_v,
+        grads.key_gradient.take(),  # dL/dk, summed over the steps
+        torch.bmm(attn.transpose(1, 2), torch.stack(d_contexts, dim=1)),  # dL/dh_i = sum_t a_i^t dL/dh*_t
+        None,
+        d_hidden,
+        d_cell,
+        d_feed,
+        d_coverage,
+    )
+
+
+def feeds_before(feed0: Tensor, contexts: Tensor) -> Tensor:
+    """h*_{t-1} for every step, flattened: BT x F."""
+    return torch.cat([feed0.unsqueeze(1), contexts[:, :-1]], dim=1).flatten(0, 1)
+
+
+def check_shapes(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor]) -> None:
+    """A clear error where the sizes do not fit together (the loop would fail deep inside, or worse, not)."""
+    hidden, _, feed, coverage = start
+    bsz, size = hidden.shape
+    keys, values = memory.keys, memory.values
+    problems = []
+    if gates_x.dim() != 3 or gates_x.size(0) != bsz or gates_x.size(2) != 4 * size:
+        problems.append(f"gates_x is {tuple(gates_x.shape)}, not B x T x 4 x the hidden size ({bsz} x T x {4 * size})")
+    if keys.shape[:2] != values.shape[:2] or keys.size(0) != bsz:
+        problems.append(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ in B x S (B = {bsz})")
+    if coverage.shape != keys.shape[:2]:
+        problems.append(f"coverage is {tuple(coverage.shape)}, the keys' B x S is {tuple(keys.shape[:2])}")
+    if weights.feed is not None and (feed.size(1) != values.size(2) or weights.feed.shape != (4 * size, feed.size(1))):
+        problems.append(f"the feed {tuple(feed.shape)} and its weight {tuple(weights.feed.shape)} do not fit the "
+                        f"context size {values.size(2)}")
+    if problems:
+        raise ValueError("fused_steps: " + "; ".join(problems))
+
+
+def fused_steps(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
+    """The recurrence over all steps of ``gates_x`` (B x T x 4H): ``run_loop``'s outputs, with the hand-written
+    backward when a gradient is needed.  Runs in the keys' dtype, in float32 under autocast (the coverage sums
+    up to T attentions: bfloat16's 8 bits would lose the small ones)."""
+    check_shapes(gates_x, weights, memory, start)
+    device = memory.keys.device.type
+    dtype = torch.float32 if torch.is_autocast_enabled(device) else memory.keys.dtype
+    cast = [None if x is None else x.to(dtype) for x in (gates_x, *weights, memory.keys, memory.values, *start)]
+    gates_x, weights, keys, values, start = cast[0], StepWeights(*cast[1:6]), cast[6], cast[7], cast[8:]
+    memory = Memory(keys, values, memory.padding_mask)
+    with torch.autocast(device_type=device, enabled=False):
+        if not torch.is_grad_enabled():
+            one = gates_x.size(1) == 1 and weights.feed is None
+            return (one_step if one else run_loop)(gates_x, weights, memory, start, accumulate)
+        return FusedSteps.apply(accumulate, gates_x, *weights, *memory, *start)

@@ -1,0 +1,134 @@
+"""The fused recurrence of See et al.'s decoder (modules/fused_steps.py): its hand-written backward against
+finite differences, and the model with it against the same model run module by module (--no-fused-steps):
+the same outputs and gradients, incremental decoding included, on the CPU's blocked attention path too, under
+bfloat16 autocast, and a clear error for inconsistent shapes."""
+import copy
+
+import pytest
+import torch
+
+import fairseq_plugins.modules.additive_scores as additive_scores
+from conftest import assert_incremental_equals_full, assert_same_gradients, tiny_batch, tiny_dictionary, tiny_model
+from fairseq_plugins.modules.fused_steps import FusedSteps, Memory, StepWeights, fused_steps, one_step, run_loop
+
+DICT = tiny_dictionary("a b c d e f g")
+B, T, S, H, F, A = 3, 4, 5, 4, 6, 5
+
+
+def inputs(coverage: bool, one: bool = False, seed: int = 0):
+    """FusedSteps' inputs after ``accumulate``, float64, row 1 of the source padded from position 3."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def param(*shape):
+        return (0.5 * torch.randn(*shape, generator=generator, dtype=torch.float64)).requires_grad_()
+
+    mask = torch.zeros(B, S, dtype=torch.bool)
+    mask[1, 3:] = True
+    coverage0 = torch.rand(B, S, generator=generator, dtype=torch.float64).requires_grad_()
+    return (param(B, 1 if one else T, 4 * H), None if one else param(4 * H, F), param(4 * H, H), param(A, H),
+            param(A) if coverage else None, param(A), param(B, S, A), param(B, S, F), mask, param(B, H),
+            param(B, H), param(B, F), coverage0)
+
+
+@pytest.mark.parametrize("coverage, accumulate, one", [(True, True, False), (False, True, False),
+                                                       (False, False, False), (True, True, True)],
+                         ids=["coverage_attention", "coverage_loss_only", "no_coverage", "one_step"])
+def test_backward_matches_finite_differences(coverage, accumulate, one):
+    assert torch.autograd.gradcheck(lambda *x: FusedSteps.apply(accumulate, *x), inputs(coverage, one),
+                                    atol=1e-8, rtol=1e-6)
+
+
+def test_one_step_equals_the_loop():
+    """Beam search's step without buffers gives the loop's numbers."""
+    gates_x, _, *rest = inputs(coverage=True, one=True)
+    weights, memory, start = StepWeights(None, *rest[:4]), Memory(*rest[4:7]), list(rest[7:])
+    with torch.no_grad():
+        for got, expected in zip(one_step(gates_x, weights, memory, start, True),
+                                 run_loop(gates_x, weights, memory, start, True)):
+            torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def fused_and_modules(**options):
+    """The same tiny pgn_lstm twice in float64: fused steps, and module by module."""
+    torch.manual_seed(0)
+    fused = tiny_model(DICT, **options).double()
+    modules = copy.deepcopy(fused)
+    modules.decoder.fused = False
+    assert fused.decoder.fused
+    return fused, modules
+
+
+def outputs_and_gradients(model, src, lengths, prev):
+    model.zero_grad()
+    logits, extra = model(src, lengths, prev)
+    log_probs = model.get_normalized_probs((logits, extra), log_probs=True)
+    loss = log_probs.masked_fill(torch.isinf(log_probs), 0).sin().sum() + extra["attn"][0].cos().sum()
+    if "coverage" in extra:
+        loss = loss + torch.minimum(extra["attn"][0], extra["coverage"]).sum()  # See eq 12's coverage loss
+    loss.backward()
+    gradients = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+    return log_probs, extra, gradients
+
+
+@pytest.mark.parametrize("options", [{}, {"no_coverage_attention": True}, {"no_coverage": True, "no_copy": True},
+                                     {"attention_dim": 3, "dropout": 0.0}],
+                         ids=["see", "coverage_loss_only", "plain_attention", "attention_dim"])
+def test_model_matches_module_by_module(options):
+    fused, modules = fused_and_modules(**options)
+    batch = tiny_batch(DICT)
+    got, got_extra, got_grads = outputs_and_gradients(fused, *batch)
+    expected, expected_extra, expected_grads = outputs_and_gradients(modules, *batch)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    for key in ("decoder_states", "coverage", "p_gen"):
+        if key in expected_extra:
+            torch.testing.assert_close(got_extra[key], expected_extra[key], rtol=1e-9, atol=1e-9)
+    assert_same_gradients(got_grads, expected_grads, fused)
+
+
+def test_incremental_decoding_equals_full_forward():
+    fused, _ = fused_and_modules()
+    fused.eval()
+    with torch.no_grad():
+        assert_incremental_equals_full(fused, *tiny_batch(DICT))
+
+
+def test_cpu_blocks_give_the_one_block_gradients(monkeypatch):
+    """The CPU's cache-sized blocks of the attention (one batch row per block here) against one block."""
+    fused, _ = fused_and_modules()
+    batch = tiny_batch(DICT)
+    monkeypatch.setattr(additive_scores, "BLOCK_FLOATS", 10**9)
+    one = outputs_and_gradients(fused, *batch)
+    monkeypatch.setattr(additive_scores, "BLOCK_FLOATS", 1)
+    blocks = outputs_and_gradients(fused, *batch)
+    torch.testing.assert_close(blocks[0], one[0], rtol=1e-12, atol=1e-12)
+    assert_same_gradients(blocks[2], one[2], fused)
+
+
+def test_bfloat16_autocast_keeps_coverage_in_float32():
+    torch.manual_seed(0)
+    model = tiny_model(DICT)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, extra = model(*tiny_batch(DICT))
+        loss = logits.float().logsumexp(-1).sum() + extra["coverage"].sum()
+    loss.backward()
+    assert extra["coverage"].dtype == torch.float32 and extra["attn"][0].dtype == torch.float32
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert model.decoder.layers[0].weight_hh.grad.abs().sum() > 0
+
+
+def test_architectures_that_are_not_fused_say_so():
+    """Only See's readout with one layer and the additive attention is fused; --no-fused-steps turns it off."""
+    assert tiny_model(DICT).decoder.fused
+    assert not tiny_model(DICT, no_fused_steps=True).decoder.fused
+    assert not tiny_model(DICT, decoder_readout="luong").decoder.fused
+    assert not tiny_model(DICT, decoder_layers=2).decoder.fused
+    assert not tiny_model(DICT, decoder_readout="paulus", intra_temporal_attention=True, no_coverage=True).decoder.fused
+
+
+def test_inconsistent_shapes_are_refused():
+    gates_x, w_feed, *rest = inputs(coverage=True)
+    weights, memory, start = StepWeights(w_feed, *rest[:4]), Memory(*rest[4:7]), list(rest[7:])
+    with pytest.raises(ValueError, match=r"gates_x .* 4 x the hidden size"):
+        fused_steps(gates_x[:, :, :-1], weights, memory, start, True)
+    with pytest.raises(ValueError, match=r"keys .* values"):
+        fused_steps(gates_x, weights, Memory(memory.keys[:, :-1], memory.values, memory.padding_mask), start, True)
