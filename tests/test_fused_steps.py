@@ -132,3 +132,62 @@ def test_inconsistent_shapes_are_refused():
         fused_steps(gates_x[:, :, :-1], weights, memory, start, True)
     with pytest.raises(ValueError, match=r"keys .* values"):
         fused_steps(gates_x, weights, Memory(memory.keys[:, :-1], memory.values, memory.padding_mask), start, True)
+
+
+def reference_cell(input_gates, hidden_gates, cell):
+    """What torch's fused CUDA cell computes (aten::_thnn_fused_lstm_cell), in tensor operations."""
+    i, f, g, o = (input_gates + hidden_gates).chunk(4, dim=1)
+    acts = torch.cat([i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()], dim=1)
+    i, f, g, o = acts.chunk(4, dim=1)
+    after = f * cell + i * g
+    return o * after.tanh(), after, acts
+
+
+def reference_cell_backward(d_state, d_cell, before, after, acts):
+    """What its backward kernel computes (aten::_thnn_fused_lstm_cell_backward_impl)."""
+    i, f, g, o = acts.chunk(4, dim=1)
+    tanh_after = after.tanh()
+    d_after = d_state * o * (1 - tanh_after**2) + d_cell
+    d_gates = torch.cat([d_after * g * i * (1 - i), d_after * before * f * (1 - f), d_after * i * (1 - g**2),
+                         d_state * tanh_after * o * (1 - o)], dim=1)
+    return d_gates, d_after * f
+
+
+def test_the_gpu_cell_kernel_path_gives_the_same_gradients(monkeypatch):
+    """The loops' path through torch's fused cell kernels (a GPU's), with the kernels' documented semantics in
+    tensor operations, against the composed cell of the CPU: same outputs and gradients."""
+    import fairseq_plugins.modules.fused_steps as fused_module
+
+    fused, _ = fused_and_modules()
+    batch = tiny_batch(DICT)
+    composed = outputs_and_gradients(fused, *batch)
+    monkeypatch.setattr(fused_module, "cell_kernels", lambda tensor: True)
+    monkeypatch.setattr(fused_module, "kernel_cell", reference_cell)
+    monkeypatch.setattr(fused_module, "kernel_cell_backward", reference_cell_backward)
+    kernels = outputs_and_gradients(fused, *batch)
+    torch.testing.assert_close(kernels[0], composed[0], rtol=1e-10, atol=1e-10)
+    assert_same_gradients(kernels[2], composed[2], fused)
+    fused.eval()
+    with torch.no_grad():
+        assert_incremental_equals_full(fused, *batch)
+
+
+@pytest.mark.cuda
+def test_cuda_fused_steps_match_module_by_module():
+    """On a GPU, through torch's own fused cell kernels: outputs and gradients of the module-by-module model."""
+    fused, modules = fused_and_modules()
+    fused, modules = fused.cuda(), modules.cuda()
+    batch = [x.cuda() for x in tiny_batch(DICT)]
+    got, _, got_grads = outputs_and_gradients(fused, *batch)
+    expected, _, expected_grads = outputs_and_gradients(modules, *batch)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    assert_same_gradients(got_grads, expected_grads, fused)
+    fused.eval()
+    with torch.no_grad():  # a beam step (one step through the kernel) against the full forward pass
+        state = {}
+        full = fused.get_normalized_probs(fused(*batch), log_probs=True)
+        encoder_out = fused.encoder(*batch[:2])
+        for t in range(batch[2].size(1)):
+            step = fused.decoder(batch[2][:, : t + 1], encoder_out, incremental_state=state)
+            torch.testing.assert_close(fused.get_normalized_probs(step, log_probs=True)[:, 0], full[:, t],
+                                       rtol=1e-9, atol=1e-9)

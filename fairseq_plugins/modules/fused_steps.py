@@ -55,6 +55,26 @@ class Memory(NamedTuple):
     padding_mask: Optional[Tensor]  # B x S, True at padding
 
 
+def cell_kernels(tensor: Tensor) -> bool:
+    """Whether the LSTM cell runs as torch's fused cell kernels (forward, backward) on this tensor's device:
+    CUDA has them (aten::_thnn_fused_lstm_cell, the kernels of nn.LSTMCell on a GPU), a CPU does not."""
+    return tensor.is_cuda
+
+
+def kernel_cell(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
+    """torch's fused cell: z = input_gates + hidden_gates (B x 4H, order i, f, g, o) and c_{t-1} (B x H) ->
+    s_t, c_t (B x H) and the activations [sigma(i), sigma(f), tanh(g), sigma(o)] (B x 4H)."""
+    return torch.ops.aten._thnn_fused_lstm_cell(input_gates, hidden_gates, cell)
+
+
+def kernel_cell_backward(d_state: Tensor, d_cell: Tensor, cell_before: Tensor, cell_after: Tensor, acts: Tensor):
+    """Its backward: dL/ds_t and dL/dc_t (from later steps), c_{t-1}, c_t and the activations -> dL/dz_t
+    (B x 4H) and dL/dc_{t-1} (B x H)."""
+    d_gates, d_before, _ = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(d_state, d_cell, cell_before,
+                                                                              cell_after, acts, False)
+    return d_gates, d_before
+
+
 class Buffers:
     """The loop's per-step tensors, allocated once for all steps (B x T x D each) and cut into per-step views
     beforehand, so that a step writes its results in place and creates no view of its own."""
@@ -63,25 +83,25 @@ class Buffers:
         bsz, steps, four = gates_x.shape
         size = four // 4
         empty = gates_x.new_empty
-        self.gates = empty(bsz, steps, four)  # z_t
-        self.acts = empty(bsz, steps, four)  # sigma(i), sigma(f), tanh(g), sigma(o)
-        self.cells = empty(bsz, steps, size)  # c_t
-        self.tanh_cells = empty(bsz, steps, size)  # tanh(c_t)
-        self.states = empty(bsz, steps, size)  # s_t
         self.contexts = empty(bsz, steps, values.size(2))  # h*_t
         # [1, c^t] for t = 1 .. T+1: the coverage column is the running sum (eq 10), the ones the scores' bias
         self.weights = empty(bsz, steps + 1, coverage.size(1), 2)
         self.weights[:, :, :, 0] = 1.0
         self.weights[:, 0, :, 1] = coverage
-        self.step = {
-            "gates_x": gates_x.unbind(1), "gates": self.gates.unbind(1), "acts": self.acts.unbind(1),
-            "candidate_in": self.gates[:, :, 2 * size:3 * size].unbind(1),
-            "candidate": self.acts[:, :, 2 * size:3 * size].unbind(1),
-            "gate": [a.chunk(4, dim=1) for a in self.acts.unbind(1)], "cells": self.cells.unbind(1),
-            "tanh_cells": self.tanh_cells.unbind(1), "states": self.states.unbind(1),
-            "contexts": self.contexts.split(1, dim=1), "weights": self.weights.unbind(1),
-            "coverage": self.weights[:, :, :, 1].unbind(1),
-        }
+        self.step = {"gates_x": gates_x.unbind(1), "contexts": self.contexts.split(1, dim=1),
+                     "weights": self.weights.unbind(1), "coverage": self.weights[:, :, :, 1].unbind(1)}
+        if not cell_kernels(gates_x):  # the cell composed of tensor operations, written in place (``composed_cell``)
+            self.gates = empty(bsz, steps, four)  # z_t
+            self.acts = empty(bsz, steps, four)  # sigma(i), sigma(f), tanh(g), sigma(o)
+            self.cells = empty(bsz, steps, size)  # c_t
+            self.tanh_cells = empty(bsz, steps, size)  # tanh(c_t)
+            self.states = empty(bsz, steps, size)  # s_t
+            self.step.update({
+                "gates": self.gates.unbind(1), "acts": self.acts.unbind(1),
+                "candidate_in": self.gates[:, :, 2 * size:3 * size].unbind(1),
+                "candidate": self.acts[:, :, 2 * size:3 * size].unbind(1),
+                "gate": [a.chunk(4, dim=1) for a in self.acts.unbind(1)], "cells": self.cells.unbind(1),
+                "tanh_cells": self.tanh_cells.unbind(1), "states": self.states.unbind(1)})
 
     def coverage(self) -> Tensor:
         """c^t for t = 1 .. T+1: B x (T + 1) x S."""
@@ -100,15 +120,14 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
     hidden_t, query_t = weights.hidden.t(), weights.query.t()
     feed_t = weights.feed.t() if weights.feed is not None else None
     coverage_weight = None if weights.coverage is None else weights.coverage.expand(hidden.size(0), -1)  # B x A
-    attns, operands = [], []
+    attns, operands, cells = [], [], []
     for t in range(gates_x.size(1)):
-        gates = (torch.addmm(step["gates_x"][t], hidden, hidden_t, out=step["gates"][t]) if feed_t is None else
-                 torch.addmm(step["gates_x"][t], feed, feed_t, out=step["gates"][t]).addmm_(hidden, hidden_t))  # z_t
-        torch.sigmoid(gates, out=step["acts"][t])  # sigma(i), sigma(f), ., sigma(o)
-        torch.tanh(step["candidate_in"][t], out=step["candidate"][t])  # tanh(g)
-        in_gate, forget, candidate, out_gate = step["gate"][t]  # B x H each
-        cell = torch.addcmul(forget * cell, in_gate, candidate, out=step["cells"][t])  # B x H   c_t
-        hidden = torch.mul(out_gate, torch.tanh(cell, out=step["tanh_cells"][t]), out=step["states"][t])  # s_t
+        if cell_kernels(gates_x):  # s_t, c_t and the activations [i, f, g, o] from torch's fused cell kernel
+            input_gates = step["gates_x"][t] if feed_t is None else torch.addmm(step["gates_x"][t], feed, feed_t)
+            hidden, cell, acts = kernel_cell(input_gates, torch.mm(hidden, hidden_t), cell)
+            cells.append((hidden, cell, acts))
+        else:
+            hidden, cell = composed_cell(step, t, hidden, cell, feed, hidden_t, feed_t)
         query = torch.mm(hidden, query_t)  # B x A   W_s s_t
         pair = ((step["weights"][t], torch.stack([query, coverage_weight], dim=1)) if coverage_weight is not None
                 else (None, query.unsqueeze(1)))  # [1, c^t], [q; w_c]
@@ -121,12 +140,30 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         attns.append(attn)
         operands.append(pair)
     attn = torch.stack(attns, dim=1)  # B x T x S
+    if cell_kernels(gates_x):
+        states, all_cells, acts = (torch.stack(parts, dim=1) for parts in zip(*cells))  # B x T x (H, H, 4H)
+        tanh_cells = None
+    else:
+        states, all_cells, acts, tanh_cells = buffers.states, buffers.cells, buffers.acts, buffers.tanh_cells
     if saved is not None:
-        saved.update(acts=buffers.acts, tanh_cells=buffers.tanh_cells, cells=buffers.cells, operands=operands)
+        saved.update(acts=acts, tanh_cells=tanh_cells, cells=all_cells, operands=operands)
     if not accumulate:  # c^t stays c^1 (copies: an input returned as an output would alias it)
-        return buffers.states, buffers.contexts, attn, coverage.unsqueeze(1).expand_as(attn).clone(), cell, \
-            coverage.clone()
-    return buffers.states, buffers.contexts, attn, buffers.coverage()[:, :-1], cell, coverage
+        return states, buffers.contexts, attn, coverage.unsqueeze(1).expand_as(attn).clone(), cell, coverage.clone()
+    return states, buffers.contexts, attn, buffers.coverage()[:, :-1], cell, coverage
+
+
+def composed_cell(step: dict, t: int, hidden: Tensor, cell: Tensor, feed: Tensor, hidden_t: Tensor,
+                  feed_t: Optional[Tensor]):
+    """The LSTM cell of step t in tensor operations, written into the buffers' step views (a CPU has no fused
+    cell kernel).  Returns s_t, c_t."""
+    gates = (torch.addmm(step["gates_x"][t], hidden, hidden_t, out=step["gates"][t]) if feed_t is None else
+             torch.addmm(step["gates_x"][t], feed, feed_t, out=step["gates"][t]).addmm_(hidden, hidden_t))  # z_t
+    torch.sigmoid(gates, out=step["acts"][t])  # sigma(i), sigma(f), ., sigma(o)
+    torch.tanh(step["candidate_in"][t], out=step["candidate"][t])  # tanh(g)
+    in_gate, forget, candidate, out_gate = step["gate"][t]  # B x H each
+    cell = torch.addcmul(forget * cell, in_gate, candidate, out=step["cells"][t])  # B x H   c_t
+    hidden = torch.mul(out_gate, torch.tanh(cell, out=step["tanh_cells"][t]), out=step["states"][t])  # s_t
+    return hidden, cell
 
 
 def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
@@ -134,12 +171,15 @@ def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
     cutting the loop's buffers would cost more operations than the step itself.  Same arguments and results."""
     hidden, cell, _, coverage = start
     size = hidden.size(1)
-    gates = torch.addmm(gates_x[:, 0], hidden, weights.hidden.t())  # B x 4H   z_1 (gates_x holds the feed)
-    acts = torch.sigmoid(gates)
-    acts[:, 2 * size:3 * size] = torch.tanh(gates[:, 2 * size:3 * size])
-    in_gate, forget, candidate, out_gate = acts.chunk(4, dim=1)
-    cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
-    hidden = out_gate * torch.tanh(cell)  # s_1
+    if cell_kernels(gates_x):  # torch's fused LSTM cell kernel (gates_x holds the feed)
+        hidden, cell, _ = kernel_cell(gates_x[:, 0], torch.mm(hidden, weights.hidden.t()), cell)
+    else:
+        gates = torch.addmm(gates_x[:, 0], hidden, weights.hidden.t())  # B x 4H   z_1 (gates_x holds the feed)
+        acts = torch.sigmoid(gates)
+        acts[:, 2 * size:3 * size] = torch.tanh(gates[:, 2 * size:3 * size])
+        in_gate, forget, candidate, out_gate = acts.chunk(4, dim=1)
+        cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
+        hidden = out_gate * torch.tanh(cell)  # s_1
     query = torch.mm(hidden, weights.query.t())  # B x A
     scores = scores_step(memory.keys, scores_operands(query, coverage, weights.coverage), weights.v)  # eq 11 / 1
     if memory.padding_mask is not None:
@@ -207,13 +247,20 @@ def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Opti
     grad_states, grad_contexts, grad_attn = (per_step(g, x) for g, x in zip(grad_outputs, (states, contexts, attn)))
     grad_coverage = grad_outputs[3].unbind(1) if grad_outputs[3] is not None else None
     cells_before = torch.cat([cell0.unsqueeze(1), s["cells"][:, :-1]], dim=1)  # B x T x H   c_{t-1}
-    by_cell, by_state, to_cell = (x.unbind(1) for x in cell_derivatives(s["acts"], s["tanh_cells"], cells_before))
-    forget = s["acts"][:, :, size:2 * size].unbind(1)  # sigma(f)
+    kernel = s["tanh_cells"] is None  # torch's fused LSTM cell kernels (CUDA)
+    if kernel:
+        cells_before, cells_after, acts = cells_before.unbind(1), s["cells"].unbind(1), s["acts"].unbind(1)
+    else:
+        by_cell, by_state, to_cell = (x.unbind(1) for x in cell_derivatives(s["acts"], s["tanh_cells"], cells_before))
+        forget = s["acts"][:, :, size:2 * size].unbind(1)  # sigma(f)
     feeds = weights.feed is not None
     recurrent = torch.cat([weights.hidden, weights.feed], dim=1) if feeds else weights.hidden  # 4H x (H + F)
-    d_gates = states.new_empty(bsz, steps, 4 * size)  # dL/dz_t = dL/dG[t]
-    gate_rows = d_gates.unbind(1)  # B x 4H each
-    gate_parts = [(g[:, :3 * size].view(bsz, 3, size), g[:, 3 * size:]) for g in gate_rows]
+    if kernel:
+        gate_rows = [None] * steps  # dL/dz_t, B x 4H each, from the kernel
+    else:
+        d_gates = states.new_empty(bsz, steps, 4 * size)  # dL/dz_t = dL/dG[t]
+        gate_rows = d_gates.unbind(1)  # B x 4H each
+        gate_parts = [(g[:, :3 * size].view(bsz, 3, size), g[:, 3 * size:]) for g in gate_rows]
     d_hidden, d_feed = torch.zeros_like(hidden0), torch.zeros_like(feed0)  # from step t + 1
     d_cell = grad_cell if grad_cell is not None else torch.zeros_like(cell0)
     d_coverage = grad_last_coverage if grad_last_coverage is not None else torch.zeros_like(coverage0)
@@ -232,15 +279,20 @@ def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Opti
         if d_cov_scores is not None:
             d_coverage = d_coverage + d_cov_scores  # dL/dc^t
         d_state = torch.addmm(grad_states[t] + d_hidden, d_query, weights.query)  # B x H   dL/ds_t
-        d_cell = torch.addcmul(d_cell, d_state, to_cell[t])  # B x H   dL/dc_t
-        torch.mul(d_cell.unsqueeze(1), by_cell[t], out=gate_parts[t][0])  # dL/d(i, f, g)
-        torch.mul(d_state, by_state[t], out=gate_parts[t][1])  # dL/do
-        d_cell = d_cell * forget[t]  # dL/dc_{t-1}
+        if kernel:  # dL/dz_t and dL/dc_{t-1} in one kernel
+            gate_rows[t], d_cell = kernel_cell_backward(d_state, d_cell, cells_before[t], cells_after[t], acts[t])
+        else:
+            d_cell = torch.addcmul(d_cell, d_state, to_cell[t])  # B x H   dL/dc_t
+            torch.mul(d_cell.unsqueeze(1), by_cell[t], out=gate_parts[t][0])  # dL/d(i, f, g)
+            torch.mul(d_state, by_state[t], out=gate_parts[t][1])  # dL/do
+            d_cell = d_cell * forget[t]  # dL/dc_{t-1}
         if feeds:
             d_hidden, d_feed = torch.mm(gate_rows[t], recurrent).split([size, feed0.size(1)], dim=1)
         else:
             d_hidden = torch.mm(gate_rows[t], recurrent)
         d_queries[t], d_contexts[t] = d_query, d_context
+    if kernel:
+        d_gates = torch.stack(gate_rows, dim=1)  # B x T x 4H
     before = torch.cat([hidden0.unsqueeze(1), states[:, :-1]], dim=1).flatten(0, 1)  # BT x H   s_{t-1}
     flat_gates = d_gates.flatten(0, 1).t()  # 4H x BT
     d_keys_unused, d_v, d_weight = grads.totals()
@@ -292,7 +344,8 @@ def fused_steps(gates_x: Tensor, weights: StepWeights, memory: Memory, start: Li
     check_shapes(gates_x, weights, memory, start)
     device = memory.keys.device.type
     dtype = torch.float32 if torch.is_autocast_enabled(device) else memory.keys.dtype
-    cast = [None if x is None else x.to(dtype) for x in (gates_x, *weights, memory.keys, memory.values, *start)]
+    cast = [x if x is None or x.dtype == dtype else x.to(dtype)
+            for x in (gates_x, *weights, memory.keys, memory.values, *start)]
     gates_x, weights, keys, values, start = cast[0], StepWeights(*cast[1:6]), cast[6], cast[7], cast[8:]
     memory = Memory(keys, values, memory.padding_mask)
     with torch.autocast(device_type=device, enabled=False):

@@ -5,7 +5,8 @@ inputs).
     python scripts/bench/gpu_report.py WORK_DIR > summary.md
 
 WORK_DIR holds cuda-tests.xml (pytest's JUnit file), cases.jsonl (tests/test_cuda.py's SUMM_CUDA_REPORT lines),
-versions.txt and copy_check.tsv (precision, markers restored, ROUGE line), each optional.
+versions.txt, copy_check.tsv (precision, markers restored, ROUGE line), speed/ (step_ops.py's tables, throughput.py's
+reports) and paper/dry_run.md (paper_scale.py's), each optional.
 """
 import json
 import sys
@@ -51,6 +52,27 @@ def loss_table(cases: list) -> str:
     return "\n".join(lines)
 
 
+SPEED_FILES = (  # (file in speed/, heading)
+    ("ops_4000.md", "A decoder step, --max-tokens 4000 (step_ops.py)"),
+    ("ops_64000.md", "A training step of the decoder, --max-tokens 64000 (step_ops.py)"),
+    ("baseline_ops_4000.md", "The same for the baseline tree (the code before), --max-tokens 4000"),
+    ("throughput_4000.txt", "End to end, --max-tokens 4000 (throughput.py)"),
+    ("throughput_64000.txt", "End to end, --max-tokens 64000 (throughput.py)"),
+)
+
+
+def speed_sections(speed: Path) -> list:
+    """The speed part's tables as they were printed (a missing one: said so)."""
+    if not speed.is_dir():
+        return []
+    out = []
+    for name, heading in SPEED_FILES:
+        path = speed / name
+        text = path.read_text(encoding="utf-8", errors="replace").strip() if path.is_file() else ""
+        out += [f"## {heading}", "", "```", text or "(not produced: see the logs in gpu_check.tgz)", "```", ""]
+    return out
+
+
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_dir():
@@ -67,6 +89,10 @@ def main(argv=None) -> int:
         if case.get("check") == "cpu_gpu_decode":
             out += [f"CPU/GPU decode agreement (fp32, beam 5, trigram blocking): {case['same']} of "
                     f"{case['documents']} documents identical.", ""]
+    out += speed_sections(work / "speed")
+    if (work / "paper" / "dry_run.md").is_file():
+        out += ["## See et al.'s recipe at paper scale on this GPU", "",
+                (work / "paper" / "dry_run.md").read_text(encoding="utf-8").strip(), ""]
     if (work / "copy_check.tsv").is_file():
         out += ["## Copying at the quickstart's budget (600 updates of scitldr_small, 618 test documents)", "",
                 "| precision | markers restored | ROUGE |", "|---|---|---|"]

@@ -89,11 +89,14 @@ def describe_machine() -> str:
             f"kernels {torch.backends.cpu.get_cpu_capability()}")
 
 
-def matmul_peak(sizes: Sequence[int] = PEAK_SIZES, repeats: int = 3,
-                device: str = "cpu") -> Tuple[float, int, Dict[int, float]]:
-    """The best fp32 GFLOP/s of torch.mm over ``sizes`` (n x n by n x n) and ``repeats`` timed products each,
-    after one warm-up product per size, on ``device``.  Returns (best GFLOP/s, its n, best GFLOP/s per n)."""
+def matmul_peak(sizes: Sequence[int] = PEAK_SIZES, repeats: int = 3, device: str = "cpu",
+                dtype: str = "float32") -> Tuple[float, int, Dict[int, float]]:
+    """The best GFLOP/s of torch.mm in ``dtype`` (float32 by default; bfloat16 on a GPU: its tensor cores'
+    rate) over ``sizes`` (n x n by n x n) and ``repeats`` timed products each, after one warm-up product per
+    size, on ``device``.  Returns (best GFLOP/s, its n, best GFLOP/s per n)."""
     import torch
+
+    kind = getattr(torch, dtype)
 
     def sync():
         if device != "cpu":
@@ -101,9 +104,9 @@ def matmul_peak(sizes: Sequence[int] = PEAK_SIZES, repeats: int = 3,
 
     per_size = {}
     for n in sizes:
-        a = torch.randn(n, n, device=device)
-        b = torch.randn(n, n, device=device)
-        out = torch.empty(n, n, device=device)
+        a = torch.randn(n, n, device=device, dtype=kind)
+        b = torch.randn(n, n, device=device, dtype=kind)
+        out = torch.empty(n, n, device=device, dtype=kind)
         torch.mm(a, b, out=out)  # warm-up
         best = float("inf")
         for _ in range(repeats):

@@ -47,7 +47,9 @@ presets' own sizes), each with its analytic FLOP count:
     --agent-boundaries: the full-width stops of the LCSTS characters), K = 2 contextual layers, agent states
     and decoder 256, trained with semantic_cohesion (lambda 0.1).  Its ratio to pgn_lstm is printed without a
     target (issue 12's speed target is the scale table of dca_scale.py).
---models A,B runs exactly these fairseq rows instead (pgn_lstm, the reference of every ratio, is best kept).
+--models A,B runs exactly these fairseq rows instead (pgn_lstm, the reference of every ratio, is best kept);
+``pgn_lstm_modules`` is pgn_lstm with --no-fused-steps (its decoder module by module, modules/fused_steps.py's
+"before").
 
 --rl adds the RL row (issue 11), measured after the other rows and in this process: one self_critical_rouge
 update against one ML update of pgn_lstm (focal_copy_coverage with alpha 1, gamma 0: See et al.'s NLL +
@@ -103,9 +105,10 @@ LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",
          "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--dropout", "0.1"]
 MODELS = {
-    "pgn_lstm_modules": ["--arch", "pgn_lstm", "--no-fused-steps", "--criterion", "focal_copy_coverage"],
     "lstm": ["--arch", "lstm", "--encoder-bidirectional", "--criterion", "cross_entropy"],
     "pgn_lstm": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],  # attention size 256 (default)
+    # the same model with its decoder run module by module (--no-fused-steps): what the fused recurrence gains
+    "pgn_lstm_modules": ["--arch", "pgn_lstm", "--no-fused-steps", "--criterion", "focal_copy_coverage"],
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
     # Paulus et al. (issue 10): the preset's options (intra-temporal and intra-decoder attention, readout
@@ -123,7 +126,8 @@ STOCK = ("lstm",)  # decoded as fairseq ships it: --task translation, fairseq's 
 REFERENCE = "pgn_lstm"
 TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
-ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
+ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_a512", "pgn_lstm_paulus2017",
+             "dca_lstm")
 PAULUS_TARGET = 0.8  # issue 10: training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
 QUANTIZE_TARGET = 1.4  # issue 22: beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
@@ -432,13 +436,17 @@ def quantize_lines(quantized: dict, args, split: str, sentences: int) -> list:
 
 
 # ---------------------------------------------------------------------------------------------- FLOPs
-def add_utilisation(results: dict, counts: dict, pairs, batches: int, peak_gflops: float) -> None:
-    """Each row's MFLOP per target token, achieved GFLOP/s, MFU and its analytic work's shares by term."""
+def add_utilisation(results: dict, counts: dict, pairs, batches: int, peak_gflops: float,
+                    peak_bf16_gflops: float = None) -> None:
+    """Each row's MFLOP per target token, achieved GFLOP/s, MFU (and against the bf16 peak, when measured) and
+    its analytic work's shares by term."""
     for name, row in results.items():
         per_token = counts[name].per_target_token(pairs, batches)
         row["train_mflop_per_token"] = per_token / 1e6
         row["train_gflops"] = per_token * row["train_wps"] / 1e9
         row["train_mfu"] = row["train_gflops"] / peak_gflops
+        if peak_bf16_gflops:
+            row["train_mfu_bf16"] = row["train_gflops"] / peak_bf16_gflops
         row["train_flop_shares"] = counts[name].shares(pairs, batches)
 
 
@@ -514,7 +522,8 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
         f"caches: {machine['caches']}",
         f"fp32 matmul peak: {machine['peak_gflops']:.1f} GFLOP/s (best of n = "
         f"{', '.join(map(str, machine['peak_sizes']))}; {machine['peak_before']:.1f} before the runs, "
-        f"{machine['peak_after']:.1f} after)",
+        f"{machine['peak_after']:.1f} after)"
+        + (f"; bf16 matmul peak {machine['peak_bf16_gflops']:.1f} GFLOP/s" if "peak_bf16_gflops" in machine else ""),
         f"data {bin_dir}; medians of {args.repeats} run(s) per model, the models taking turns",
         *size_lines(results, args),
         *notes,
@@ -529,6 +538,9 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
         lines.append(f"{name:<{width}} {r['train_wps']:>12.1f} {r['train_mflop_per_token']:>10.2f} "
                      f"{r['train_gflops']:>8.2f} {100 * r['train_mfu']:>6.1f} {r['train_peak_mb']:>8.1f} "
                      f"{r['train_wps'] / ref['train_wps'] if ref else float('nan'):>17.2f}")
+    if any("train_mfu_bf16" in r for r in results.values()):
+        lines.append("MFU against the bf16 matmul peak, percent: " + ", ".join(
+            f"{name} {100 * r['train_mfu_bf16']:.2f}" for name, r in results.items()))
     shares = {name: r["train_flop_shares"] for name, r in results.items() if r.get("train_flop_shares")}
     if shares:
         lines += ["", "analytic work by term (share of a training update's FLOPs, the four largest):"]
@@ -813,10 +825,13 @@ def main(argv=None):
         quantized = measure_quantize(args, subset_dir)
     machine["peak_after"], _, _ = matmul_peak(args.peak_sizes, device=args.device)
     machine["peak_gflops"] = max(machine["peak_before"], machine["peak_after"])
+    if args.device != "cpu":  # what a bfloat16 run could reach: the tensor cores' matmul rate
+        machine["peak_bf16_gflops"], _, _ = matmul_peak(args.peak_sizes, device=args.device, dtype="bfloat16")
     if results:
         counts = model_flops(bin_dir, onmt_rows.vocab if onmt_rows else None, args.onmt_hidden)
         pairs = dataset_lengths(bin_dir)
-        add_utilisation(results, counts, pairs, batch_count(pairs, args.max_tokens), machine["peak_gflops"])
+        add_utilisation(results, counts, pairs, batch_count(pairs, args.max_tokens), machine["peak_gflops"],
+                        machine.get("peak_bf16_gflops"))
     print()
     if results:
         print(report(results, args, bin_dir, split, sentences, machine, notes, rl))

@@ -6,6 +6,7 @@ Used by the table scripts through ``add_options`` and ``run``:
 
     python scripts/experiments/see2017_table1.py --scale paper --raw DIR [--launcher slurm ...]   # the full table
     python scripts/experiments/see2017_table1.py --scale paper --dry-run [--dry-run-batch N] [--work DIR]
+    python scripts/experiments/paper_scale.py --table see2017_table1 --device cuda [--work DIR]   # on a GPU
 
 ``--scale paper --raw DIR`` runs compare.py with ``--corpus raw --raw DIR`` (DIR/{train,valid,test}.{src,tgt}, the
 output of ``summ-convert`` on the release), the table's ``*_paper.conf`` configs and each system's paper number of
@@ -25,6 +26,9 @@ the paper's size, the fillers never occur).  Per system, in its own process (a f
                   slice's on average (after the data config's truncation), times the paper's updates: the
                   analytic work of the whole run (self-critical rows: flops.self_critical_update_flops, samples as
                   long as the references).
+With ``--device cuda`` the updates run on the GPU (synchronised before each time is read), and the report adds
+each row's hours and peak GPU memory and the time of each continued system with its parents: See et al.'s
+230k updates of the pointer-generator and then 3k with coverage, projected from the measured s/update.
 A process whose resident size passes --dry-run-memory-limit (default 8 GiB) is stopped: its row keeps its
 parameters and FLOPs and says "stopped over N" (the machine is shared; a model that needs more at the dry run's
 batch needs far more at the paper's).  The table goes to stdout, WORK/dry_run.md and WORK/dry_run.json (exact
@@ -268,7 +272,7 @@ def compare_command(table: Table, args, substitutions: dict) -> list:
 
 # ----------------------------------------------------------------------------------------------- the dry run
 def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1,
-            limit_mib: float = None) -> List[dict]:
+            limit_mib: float = None, device: str = "cpu") -> List[dict]:
     """The dry run of ``table`` in ``work`` (module docstring), ``batch`` documents per update (None: the
     paper's); its rows, also in WORK/dry_run.md and .json."""
     exp = Experiment(f"{table.name} dry run", work, threads or 1)
@@ -279,9 +283,10 @@ def dry_run(table: Table, work: Path, batch: Optional[int], threads: int = 1,
         options = shlex.split(re.sub(r"--encoder-embed-path \{w2v\}", "", system.options))
         specs.append({"system": system.label, "config": system.config, "options": shlex.join(options),
                       "data_bin": str(data / "bin"), "train_args": config_array(system.config, "TRAIN_ARGS") + options,
-                      "batch": batch, "paper_batch": table.batch, "paper_updates": system.updates})
+                      "batch": batch, "paper_batch": table.batch, "paper_updates": system.updates,
+                      "device": device})
     rows = measure(exp, specs, limit_mib or MEMORY_LIMIT_MIB)
-    write_report(exp.work, table, rows, batch)
+    write_report(exp.work, table, rows, batch, device)
     return rows
 
 
@@ -365,7 +370,8 @@ def build(spec: dict):
 
     fairseq_plugins.register()
     argv = [spec["data_bin"], "--user-dir", str(ROOT / "fairseq_plugins"), *spec["train_args"],
-            "--batch-size", str(spec["batch"]), "--required-batch-size-multiple", "1", "--cpu", "--num-workers", "0",
+            "--batch-size", str(spec["batch"]), "--required-batch-size-multiple", "1", "--num-workers", "0",
+            *(["--cpu"] if spec.get("device", "cpu") == "cpu" else []),
             "--no-save", "--disable-validation", "--max-update", str(DRY_RUN_UPDATES)]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     cfg = convert_namespace_to_omegaconf(args)
@@ -412,12 +418,19 @@ def figures(spec: dict, part: Path) -> None:
         "flops_total": per_update * spec["paper_updates"],
     }
     part.write_text(json.dumps(result), encoding="utf-8")
+    import torch
+
+    cuda = spec.get("device", "cpu") == "cuda"
     seconds = []
     for batch in full_batches(trainer, spec["batch"], DRY_RUN_UPDATES):
         start = time.perf_counter()
         trainer.train_step([batch])
+        if cuda:
+            torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
     result.update(seconds=seconds, seconds_per_update=sum(seconds[1:]) / len(seconds[1:]))
+    if cuda:
+        result.update(gpu=torch.cuda.get_device_name(0), gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30)
     part.write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -477,18 +490,20 @@ def worker(spec_file: Path, result_file: Path, limit_mib: float) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- the report
-def write_report(work: Path, table: Table, rows: List[dict], batch: int) -> None:
+def write_report(work: Path, table: Table, rows: List[dict], batch: int, device: str = "cpu") -> None:
     """WORK/dry_run.json (exact figures) and WORK/dry_run.md (the table, also on stdout)."""
-    (work / "dry_run.json").write_text(json.dumps({"table": table.name, "batch": batch, "rows": rows},
-                                                  indent=1) + "\n", encoding="utf-8")
-    text = report_text(table, rows, batch)
+    (work / "dry_run.json").write_text(json.dumps({"table": table.name, "batch": batch, "device": device,
+                                                   "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    text = report_text(table, rows, batch, device)
     (work / "dry_run.md").write_text(text, encoding="utf-8")
     print(text)
 
 
-def report_text(table: Table, rows: List[dict], batch: int) -> str:
+def report_text(table: Table, rows: List[dict], batch: int, device: str = "cpu") -> str:
     """The table of a dry run; "days here" (the paper's updates at the s/update measured here) only when the
-    dry run measured the paper's batch."""
+    dry run measured the paper's batch.  On a GPU (``device`` cuda) the rows also give hours and peak GPU
+    memory, and the table ends with the whole recipe's projected time (every row's updates, one after
+    another)."""
     lines = [f"## {table.name}: dry run at paper scale", "",
              f"Corpus at full scale: {table.release} (data config `configs/{table.data_config}.conf`). Dry run: "
              f"{SLICE_TRAIN} training documents of ../shared/data's {table.slice}, dictionary padded to the paper's "
@@ -505,9 +520,33 @@ def report_text(table: Table, rows: List[dict], batch: int) -> str:
         lines.append(f"| {row['system']} | `-c {row['config']} {row['options']}` | {row['parameters']:,} | "
                      f"{row['vocabulary']:,} | {memory} | {speed} | {row['paper_updates']:,} | {days} | "
                      f"{row['flops_per_update']:.3e} | {row['flops_total']:.3e} |")
+    if device == "cuda":
+        lines += ["", *gpu_lines(table, rows, batch)]
     for note in table.dry_run_notes:
         lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def gpu_lines(table: Table, rows: List[dict], batch: int) -> List[str]:
+    """On a GPU: each row's hours at the measured s/update and its peak GPU memory, and the hours of each row
+    with its parents (a continued system is trained after its parent: See et al.'s coverage phase)."""
+    measured = {row["system"]: row for row in rows if not row.get("stopped_over_mib")}
+    hours = {name: row["seconds_per_update"] * row["paper_updates"] / 3600 for name, row in measured.items()}
+    gpu = next((row["gpu"] for row in measured.values() if "gpu" in row), "the GPU")
+    lines = [f"On {gpu}, at {batch} documents per update (paper: {table.batch}):"]
+    for system in table.systems:
+        if system.label not in measured:
+            continue
+        chain, total, parent = [system.label], hours[system.label], system.parent
+        while parent in hours:
+            chain.insert(0, parent)
+            total += hours[parent]
+            parent = next(s.parent for s in table.systems if s.label == parent)
+        lines.append(f"- {system.label}: {hours[system.label]:,.1f} h for {system.updates:,} updates at "
+                     f"{measured[system.label]['seconds_per_update'] * 1000:.1f} ms/update, peak GPU memory "
+                     f"{measured[system.label]['gpu_peak_gib']:.2f} GiB"
+                     + (f"; with {' + '.join(chain[:-1])} first: {total:,.1f} h" if len(chain) > 1 else ""))
+    return lines
 
 
 def write_all(args) -> None:
@@ -557,6 +596,9 @@ def main(argv=None):
                         help="--table all: the report")
     parser.add_argument("--dry-run-batch", type=int)
     parser.add_argument("--dry-run-memory-limit", type=float, default=MEMORY_LIMIT_MIB)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="--table NAME: where the dry run trains (cuda: also hours, peak GPU memory and the "
+                             "recipe's projected time)")
     parser.add_argument("--batch-for", action="append", default=[], metavar="TABLE=N",
                         help="--table all: this table's dry-run batch (default: the paper's)")
     parser.add_argument("--reuse", action="store_true",
@@ -572,7 +614,7 @@ def main(argv=None):
     if args.table == "all":
         return write_all(args)
     dry_run(TABLES[args.table], args.work or ROOT / "runs" / f"{args.table}_dry_run", args.dry_run_batch, 1,
-            args.dry_run_memory_limit)
+            args.dry_run_memory_limit, args.device)
 
 
 if __name__ == "__main__":
