@@ -38,6 +38,9 @@ pytestmark = pytest.mark.cuda
 
 PRECISIONS = ("fp32", "fp16", "amp", "bf16_autocast")
 UPDATES = 3
+# The loss scale fairseq's --amp starts from (its --fp16-init-scale default, fairseq/optim/amp_optimizer.py); torch's
+# GradScaler default (65536) overflows a first fp16 backward that fairseq's 128 does not.
+FAIRSEQ_INIT_SCALE = 2**7
 
 
 def to_cuda(value):
@@ -98,7 +101,7 @@ def test_a_few_updates_on_cuda_have_finite_losses(arch, criterion, precision):
     if precision == "fp16":
         model.half()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler("cuda") if precision == "amp" else None
+    scaler = torch.amp.GradScaler("cuda", init_scale=FAIRSEQ_INIT_SCALE) if precision == "amp" else None
     loss_fn = CRITERIONS[criterion]()
     losses = [one_update(model, loss_fn, to_cuda(batch()), precision, optimizer, scaler, update)
               for update in range(UPDATES)]

@@ -140,12 +140,13 @@ class PGNEncoder(FairseqEncoder):
         documents of about 100 tokens), its backward pass allocating a tokens x 4H tensor per time step.  So
         the documents of each length run together as a plain tensor: one call when no document is padded (the
         usual case, fairseq batches documents of similar length), one per length up to
-        ``MAX_LENGTH_GROUPS``, and a PackedSequence beyond that."""
+        ``MAX_LENGTH_GROUPS``, and a PackedSequence beyond that.  On a GPU a PackedSequence is one cuDNN call
+        (each plain call is one too): it is used whenever the lengths differ."""
         lengths = src_lengths.tolist()
         distinct = sorted(set(lengths), reverse=True)
         if len(distinct) == 1 and distinct[0] == x.size(1):
             return self.lstm(x)
-        if len(distinct) > MAX_LENGTH_GROUPS:
+        if len(distinct) > (MAX_LENGTH_GROUPS if x.device.type == "cpu" else 1):
             packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
             packed_out, final = self.lstm(packed)
             outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=x.size(1))
@@ -293,7 +294,7 @@ class PGNDecoder(StepStateDecoder):
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
         values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (True at padding)
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
-        if self.fused:
+        if self.fused and self.float_step_modules():
             steps, state = self.run_fused_steps(embedded, state, values, padding_mask)
         elif self.feeds_back:
             steps, state = self.run_steps(embedded, state, values, padding_mask)
@@ -325,6 +326,12 @@ class PGNDecoder(StepStateDecoder):
                 steps[key].append(value)
         state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed)
         return stack_steps(steps), state
+
+    def float_step_modules(self) -> bool:
+        """Whether the modules whose weights the fused recurrence reads are torch's float ones (an int8 model,
+        generate.sh --quantize int8, has quantized ones and runs module by module)."""
+        return (isinstance(self.layers[0], nn.LSTMCell) and isinstance(self.input_from_feed, nn.Linear)
+                and isinstance(self.attention.query_proj, nn.Linear) and isinstance(self.attention.v, nn.Linear))
 
     def run_fused_steps(self, embedded, state, values, padding_mask):
         """``run_steps`` for See et al.'s decoder (See readout, one layer, additive attention) through
