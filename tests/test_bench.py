@@ -567,3 +567,37 @@ def test_tiny_run_of_the_new_rows_and_the_rl_row(bench_new_rows):
     assert found and float(found.group(1)) == pytest.approx(rl["ratio"], abs=0.006), stdout
     assert re.search(r"^an RL update's time: encode \d+ ms \(\d+%\), decode \d+ ms \(\d+%\), reward", stdout,
                      re.M), stdout
+
+
+# ---------------------------------------------------------------------------------------------- step_ops.py
+def test_step_ops_counts_top_level_operators_once():
+    """A composite operator (linear: addmm inside) counts once, a view counts, and nothing else is counted."""
+    import torch
+
+    import step_ops
+
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.linear(x, w).view(-1).mul_(2)
+    assert step_ops.top_level_ops(prof.events()) == ["aten::linear", "aten::view", "aten::mul_"]
+
+
+@pytest.mark.slow
+def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
+    """On the tiny LCSTS data: a training step of the fused decoder is well under the module-by-module one's
+    operations; a beam step is counted; no CUDA kernels on a CPU; a clear error for steps the batch lacks."""
+    data = bench_work / "lcsts_char" / "bin"
+    out = bench_work / "ops.json"
+    result = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm,pgn_lstm_modules",
+                  "--data-bin", data, "--max-tokens", "1500", "--steps", "4", "--repeats", "1", "--json", out])
+    rows = json.loads(out.read_text())["rows"]
+    fused, modules = rows["pgn_lstm"], rows["pgn_lstm_modules"]
+    assert 0 < fused["training"]["ops"] < 0.6 * modules["training"]["ops"]
+    assert 0 < fused["training"]["launching"] <= fused["training"]["ops"]
+    assert fused["beam"]["ops"] > 0 and fused["training"]["kernels"] is None
+    assert "| pgn_lstm | training |" in result.stdout and "| pgn_lstm_modules | beam |" in result.stdout
+    too_long = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm", "--data-bin", data,
+                    "--max-tokens", "1500", "--steps", "500", "--passes", "training"], check=False)
+    assert too_long.returncode != 0 and "--steps must be at most half of that" in too_long.stderr
+    missing = run([sys.executable, "scripts/bench/step_ops.py", "--data-bin", bench_work / "nothing"], check=False)
+    assert missing.returncode != 0 and "no binarized data in" in missing.stderr

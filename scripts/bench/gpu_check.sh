@@ -39,8 +39,8 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
 speed() {
     local ops=(scripts/bench/step_ops.py --device cuda --data-bin "$BENCH_BIN")
     [[ -f "$BENCH_BIN/dict.src.txt" ]] || "$PY" -c "import sys; sys.path.insert(0, 'scripts/bench')
-from pathlib import Path; from throughput import prepare_lcsts; prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" \
-        > "$WORK/speed/prepare.log" 2>&1
+from pathlib import Path; from throughput import prepare_lcsts
+prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/prepare.log" 2>&1
     "$PY" "${ops[@]}" --json "$WORK/speed/ops_4000.json" > "$WORK/speed/ops_4000.md" 2> "$WORK/speed/ops_4000.log"
     "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
         > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
@@ -52,9 +52,11 @@ from pathlib import Path; from throughput import prepare_lcsts; prepare_lcsts(Pa
     local tp=(scripts/bench/throughput.py --device cuda --data-bin "$BENCH_BIN" --updates 120 --decode-sentences 400
               --lengths fixed --block-ngram-repeat 0)
     "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_modules,lstm --work "$WORK/speed/tp4000" \
-        --json "$WORK/speed/throughput_4000.json" > "$WORK/speed/throughput_4000.txt" 2> "$WORK/speed/throughput_4000.log"
+        --json "$WORK/speed/throughput_4000.json" > "$WORK/speed/throughput_4000.txt" \
+        2> "$WORK/speed/throughput_4000.log"
     "$PY" "${tp[@]}" --models pgn_lstm,lstm --max-tokens 64000 --decode-sentences 32 --work "$WORK/speed/tp64000" \
-        --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" 2> "$WORK/speed/throughput_64000.log"
+        --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" \
+        2> "$WORK/speed/throughput_64000.log"
     rm -rf "$WORK"/speed/tp*/models "$WORK"/speed/tp*/decode_subset
 }
 

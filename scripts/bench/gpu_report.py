@@ -83,8 +83,9 @@ def main(argv=None) -> int:
     out = ["# GPU check", ""]
     if (work / "versions.txt").is_file():
         out += ["```", (work / "versions.txt").read_text(encoding="utf-8").strip(), "```", ""]
-    out += ["## The test tier (`bash scripts/test.sh --gpu`)", "", tier_counts(work / "cuda-tests.xml"), ""]
-    out += ["## Losses of a few updates on CUDA", "", loss_table(cases), ""]
+    if (work / "cuda-tests.log").is_file():  # the tier ran
+        out += ["## The test tier (`bash scripts/test.sh --gpu`)", "", tier_counts(work / "cuda-tests.xml"), ""]
+        out += ["## Losses of a few updates on CUDA", "", loss_table(cases), ""]
     for case in cases:
         if case.get("check") == "cpu_gpu_decode":
             out += [f"CPU/GPU decode agreement (fp32, beam 5, trigram blocking): {case['same']} of "

@@ -13,7 +13,8 @@ depend on the length, the encoder and the optimizer's setup, cancels), divided b
                  views included: each costs the host a dispatch);
   launching      of them, those that are not views or metadata (what may launch a kernel);
   kernels/step   CUDA kernels launched (torch.profiler's CUDA activity; GPU only);
-  ms/step        wall milliseconds, synchronised, median of --repeats;
+  ms/step        wall milliseconds, synchronised, from the fastest of --repeats calls at each length (the
+                 least disturbed); "-" where the longer pass was not slower (noise larger than the steps);
 and the peak GPU memory of a training pass (torch.cuda.max_memory_allocated, GPU only).
 
 On a CPU the attention's scores run as one block, the path a GPU takes (modules/additive_scores.py cuts the
@@ -30,7 +31,6 @@ recurrence (modules/fused_steps.py), in the same run.  --data-bin defaults to th
 """
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -81,7 +81,7 @@ def count(fn, device: str) -> dict:
 
 
 def seconds(fn, device: str, repeats: int) -> float:
-    """Median wall seconds of ``fn`` (synchronised), after one warm-up call."""
+    """The fewest wall seconds of ``fn`` (synchronised) over ``repeats`` calls, after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
@@ -90,7 +90,7 @@ def seconds(fn, device: str, repeats: int) -> float:
         fn()
         synchronize(device)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def per_step(make, lengths, device: str, repeats: int) -> dict:
@@ -99,7 +99,8 @@ def per_step(make, lengths, device: str, repeats: int) -> dict:
     steps = lengths[1] - lengths[0]
     low, high = count(short, device), count(long, device)
     result = {key: None if low[key] is None else (high[key] - low[key]) / steps for key in low}
-    result["ms"] = 1000 * (seconds(long, device, repeats) - seconds(short, device, repeats)) / steps
+    difference = seconds(long, device, repeats) - seconds(short, device, repeats)
+    result["ms"] = 1000 * difference / steps if difference > 0 else None
     return result
 
 
@@ -164,7 +165,7 @@ def table(rows: dict, args) -> str:
             ratio = f"{figures['ops'] / reference[part]['ops']:.2f}" if reference else "-"
             kernels = "-" if figures["kernels"] is None else f"{figures['kernels']:.0f}"
             lines.append(f"| {name} | {part} | {figures['ops']:.0f} | {figures['launching']:.0f} | {kernels} | "
-                         f"{figures['ms']:.3f} | {ratio} |")
+                         f"{'-' if figures['ms'] is None else format(figures['ms'], '.3f')} | {ratio} |")
     peaks = [f"{name} {row['training']['peak_gib']:.2f} GiB" for name, row in rows.items()
              if "peak_gib" in row.get("training", {})]
     if peaks:
@@ -181,7 +182,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=8, help="T1: the passes run T1 and 2 T1 target steps")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--passes", default="training,beam", help="which passes to measure (comma-separated)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per pass (the median is used)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per pass (the fastest is used)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if not (args.data_bin / "dict.src.txt").is_file():
