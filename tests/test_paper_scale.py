@@ -257,3 +257,21 @@ def expected_update_flops(table, system, pairs) -> float:
         return flops.ml_update_flops(count, pairs, table.batch)
     gamma = float(re.search(r"--rl-gamma ([\d.]+)", system.options).group(1))
     return flops.self_critical_update_flops(count, pairs, table.batch, ml=gamma < 1)
+
+
+def test_a_gpu_dry_run_reports_hours_memory_and_the_recipe_with_its_parent():
+    """On a GPU the report gives each row's hours and peak memory and the continued system's time with its
+    parent's: See et al.'s 230k updates and then 3k with coverage.  A row stopped for memory gets no hours."""
+    table = paper_scale.TABLES["see2017_table1"]
+    common = dict(options="", config="see2017_cnndm_paper", parameters=1, vocabulary=50404, peak_rss_mib=1000.0,
+                  rss_at_start_mib=600.0, flops_per_update=1e11, flops_total=1e16, gpu="Test GPU", gpu_peak_gib=0.5)
+    rows = [dict(common, system="seq2seq+attn_50k", paper_updates=600_000, stopped_over_mib=8192.0),
+            dict(common, system="pointer-generator", paper_updates=230_000, seconds_per_update=0.2),
+            dict(common, system="pointer-generator+coverage", paper_updates=3_000, seconds_per_update=0.25)]
+    text = paper_scale.report_text(table, rows, 16, "cuda")
+    assert "On Test GPU, at 16 documents per update (paper: 16):" in text
+    assert "- pointer-generator: 12.8 h for 230,000 updates at 200.0 ms/update, peak GPU memory 0.50 GiB" in text
+    assert "- pointer-generator+coverage: 0.2 h for 3,000 updates at 250.0 ms/update" in text
+    assert "with pointer-generator first: 13.0 h" in text  # 230k x 0.2 s + 3k x 0.25 s
+    assert "- seq2seq+attn_50k:" not in text and "on the GPU" in text
+    assert "On Test GPU" not in paper_scale.report_text(table, rows[1:], 16, "cpu")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of the project, its figures in one folder.  Parts, in this order (default: all):
 #   speed  what a decoder step costs on the GPU (scripts/bench/step_ops.py: operations, kernels, ms per step,
-#          peak memory; --max-tokens 4000 with beam search, 64000 training only), for pgn_lstm, pgn_lstm with
+#          peak memory; --max-tokens 4000 with beam search, 64000 training only) and where a training step's
+#          and a beam search's GPU time goes (profile_step.py --profile), for pgn_lstm, pgn_lstm with
 #          --no-fused-steps and fairseq's lstm, and for the code in BASELINE_TREE when it exists (default
 #          runs/baseline_tree: an older checkout's fairseq_plugins/ and scripts/, the "before" of a change);
 #          then throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch
@@ -44,6 +45,8 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
     "$PY" "${ops[@]}" --json "$WORK/speed/ops_4000.json" > "$WORK/speed/ops_4000.md" 2> "$WORK/speed/ops_4000.log"
     "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
         > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
+    "$PY" scripts/bench/profile_step.py --device cuda --data-bin "$BENCH_BIN" --models pgn_lstm,lstm --batches 5 \
+        --rounds 1 --decode-sentences 32 --profile > "$WORK/speed/profile_4000.txt" 2> "$WORK/speed/profile_4000.log"
     if [[ -d "$BASELINE_TREE/fairseq_plugins" ]]; then
         PYTHONPATH="$BASELINE_TREE" "$PY" "$BASELINE_TREE/${ops[0]}" "${ops[@]:1}" --models pgn_lstm,lstm \
             --json "$WORK/speed/baseline_ops_4000.json" > "$WORK/speed/baseline_ops_4000.md" \

@@ -5,7 +5,8 @@ throughput.py gives the end-to-end figures (fairseq-train and fairseq-generate a
 builds the same models through fairseq's own option parsing and times, on the same fixed batches,
   * training: forward + criterion + backward + Adam step (no validation, no checkpoint, no logging);
   * decoding: fairseq's SequenceGenerator (beam search) over the first sentences of a split;
-and with --profile prints torch.profiler's operator table for a few of those steps.
+and with --profile prints torch.profiler's operator table for a few of those steps (on a GPU, --device cuda:
+sorted by the kernels' own GPU time, the host's time beside it).
 
     python scripts/bench/profile_step.py --models lstm,pgn_lstm [--data-bin runs/bench/lcsts_char/bin]
         [--batches 20] [--rounds 3] [--decode-sentences 100] [--block-ngram-repeat 3] [--profile]
@@ -73,6 +74,18 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def activities(device: str) -> list:
+    """What torch.profiler records: the host's operators, and the GPU's kernels on a GPU."""
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    return cpu if device == "cpu" else cpu + [torch.profiler.ProfilerActivity.CUDA]
+
+
+def print_table(prof, device: str) -> None:
+    """The operator table, by the time each operator takes itself: on the host, or on the GPU."""
+    key = "self_cpu_time_total" if device == "cpu" else "self_cuda_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=25))
+
+
 def train_batches(cfg, task, count: int, device: str = "cpu"):
     task.load_dataset("train")
     iterator = task.get_batch_iterator(
@@ -108,10 +121,10 @@ class Trainer:
         return sum(batch["ntokens"] for batch in batches) / seconds
 
     def profile(self, batches):
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.profile(activities=activities(self.device)) as prof:
             for batch in batches:
                 self.step(batch)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        print_table(prof, self.device)
 
 
 def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, profile: bool, blocks=(0,),
@@ -149,9 +162,9 @@ def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, pro
     if profile:
         for block, generator in generators.items():
             print(f"{name}: profile of one batch, {'blocking n=%d' % block if block else 'no blocking'}:")
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            with torch.profiler.profile(activities=activities(device)) as prof:
                 task.inference_step(generator, [model], batches[0])
-            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+            print_table(prof, self.device)
 
 
 def main(argv=None):

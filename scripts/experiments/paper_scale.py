@@ -21,7 +21,7 @@ the paper's size, the fillers never occur).  Per system, in its own process (a f
   peak RSS        of that process over building the model and the 3 updates at the measured batch (the paper's
                   unless --dry-run-batch), the interpreter, torch and fairseq included (their share: "at start");
   s/update        wall seconds of updates 2 and 3 (fairseq's Trainer.train_step, 1 thread), the first one
-                  being a warm-up;
+                  being a warm-up (on a GPU: the mean of updates 2 to 6);
   FLOPs           scripts/bench/flops.py's count of one update at the paper's batch, documents as long as the
                   slice's on average (after the data config's truncation), times the paper's updates: the
                   analytic work of the whole run (self-critical rows: flops.self_critical_update_flops, samples as
@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lib import CNNDM, LCSTS, ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
 
 DRY_RUN_UPDATES = 3
+GPU_DRY_RUN_UPDATES = 6  # on a GPU: cheap, and the first updates there also pay for cuDNN's and cuBLAS's set-up
 SLICE_TRAIN, SLICE_HELD_OUT = 200, 5  # documents of the dry run's slice (train; valid and test each)
 FILLER = "paper_vocab_filler_{}"  # padding words of the dry run's dictionary (never in the data)
 MEMORY_LIMIT_MIB = 8192  # a dry-run process past this is stopped: the machine is shared (24 GiB here)
@@ -422,7 +423,7 @@ def figures(spec: dict, part: Path) -> None:
 
     cuda = spec.get("device", "cpu") == "cuda"
     seconds = []
-    for batch in full_batches(trainer, spec["batch"], DRY_RUN_UPDATES):
+    for batch in full_batches(trainer, spec["batch"], GPU_DRY_RUN_UPDATES if cuda else DRY_RUN_UPDATES):
         start = time.perf_counter()
         trainer.train_step([batch])
         if cuda:
@@ -507,7 +508,8 @@ def report_text(table: Table, rows: List[dict], batch: int, device: str = "cpu")
     lines = [f"## {table.name}: dry run at paper scale", "",
              f"Corpus at full scale: {table.release} (data config `configs/{table.data_config}.conf`). Dry run: "
              f"{SLICE_TRAIN} training documents of ../shared/data's {table.slice}, dictionary padded to the paper's "
-             f"size; {DRY_RUN_UPDATES} updates of {batch} documents (paper: {table.batch}), 1 thread.", "",
+             f"size; {GPU_DRY_RUN_UPDATES if device == 'cuda' else DRY_RUN_UPDATES} updates of {batch} documents "
+             f"(paper: {table.batch}), {'on the GPU' if device == 'cuda' else '1 thread'}.", "",
              "| system | options | parameters | vocabulary | peak RSS MiB (at start) | s/update here | paper "
              "updates | days here | FLOPs/update (paper batch) | FLOPs whole run |", "|" + "---|" * 10]
     for row in rows:
