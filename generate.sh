@@ -13,7 +13,9 @@
 #   --checkpoint    checkpoint file in SAVE_DIR (default: checkpoint_best.pt)
 #   --score         print official ROUGE-1.5.5 against DATA_DIR/ref/SPLIT.tgt (or --refs FILE), then summ-analyze's
 #                   novel n-grams, copied sentences and repetition of the summaries and the references against
-#                   the source as the model read it (prepared and truncated, restored to text)
+#                   the source as the model read it (prepared and truncated, restored to text); the references
+#                   tokenized and cased as the source was (summ-prepare --apply --whole), so every row counts
+#                   the same units
 #   --no-detok      write the summaries as ROUGE scores them: the model's tokens (copied words restored)
 #                   separated by spaces, not detokenized English ("the model ( a gru )" for "the model (a gru)")
 #   --quantize int8 decode on the CPU with the decoder's recurrent cells, readout and output layer in int8
@@ -148,7 +150,14 @@ if [[ $score -eq 1 ]]; then
     awk '{ printf "H-%d\t0\t%s\n", NR - 1, $0 }' "$src_tok" > "$work/source.gen"
     summ-restore --prep "$data/prep.json" --oov "$oov" --generate-output "$work/source.gen" --output "$work/source.txt" \
         --no-detok
+    # the references tokenized and cased as the source was (whole: not truncated), so that every row is counted
+    # in the units the model read
+    summ-prepare --apply "$data/prep.json" --input "$refs" --out-prefix "$work/refs" --whole 2>>"$log"
+    awk '{ printf "H-%d\t0\t%s\n", NR - 1, $0 }' "$work/refs.src" > "$work/refs.gen"
+    summ-restore --prep "$data/prep.json" --oov "$work/refs.oov" --generate-output "$work/refs.gen" \
+        --output "$work/refs.txt" --no-detok 2>>"$log"
     lower="$(python -c 'import json, sys; print("--lower" if json.load(open(sys.argv[1]))["settings"]["lowercase"] else "")' "$data/prep.json")"
     step "Novel n-grams, copied sentences, repetition (summ-analyze against the source the model read)"
-    summ-analyze --source "$work/source.txt" --hyp "$scored" --name summaries --ref "$refs" --lang "$lang" $lower >&2
+    summ-analyze --source "$work/source.txt" --hyp "$scored" --name summaries --ref "$work/refs.txt" --lang "$lang" \
+        $lower >&2
 fi

@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import compare  # noqa: E402
+from conftest import run  # noqa: E402
 from lib import Experiment  # noqa: E402
 
 
@@ -122,6 +123,46 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # ... so its child is trained again
     (exp.work / "models" / "rl" / compare.RECORD).unlink()
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # no record: cannot be checked
+
+
+def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp_path, monkeypatch):
+    """The training record covers the code: an edit to a module of fairseq_plugins/, to a config a config sources,
+    or another torch version trains the system again; --reuse-stale keeps it instead, its facts naming the
+    commit of the code that trained it; anything else that changed still retrains."""
+    root = tmp_path / "root"
+    (root / "configs").mkdir(parents=True)
+    (root / "fairseq_plugins" / "models").mkdir(parents=True)
+    module = root / "fairseq_plugins" / "models" / "m.py"
+    module.write_text("A = 1\n")
+    (root / "configs" / "base.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
+    (root / "configs" / "cfg.conf").write_text('source "$(dirname "${BASH_SOURCE[0]}")/base.conf"\n')
+    monkeypatch.setattr(compare, "ROOT", root)
+    monkeypatch.setattr(compare, "git_commit", lambda: "abc1234")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prep.json").write_text("{}")
+    exp = RecordingExperiment(tmp_path / "work")
+    system = ("pgn", "cfg", [], None, 9)
+
+    def trains(reuse_stale=False):
+        before = len(exp.commands)
+        _, facts = compare.train(exp, data, system, retrain=False, reuse_stale=reuse_stale)
+        return len(exp.commands) - before, facts.get("older_code")
+
+    assert trains() == (1, None) and trains() == (0, None)
+    module.write_text("A = 2\n")  # the package changed
+    monkeypatch.setattr(compare, "git_commit", lambda: "def5678")
+    assert trains(reuse_stale=True) == (0, "abc1234")  # kept, and said to be older code
+    assert trains() == (1, None)  # without --reuse-stale: trained again, now on def5678
+    (root / "configs" / "base.conf").write_text("TRAIN_ARGS=(--lr 0.002)\n")  # the sourced config changed
+    record = compare.read_record(exp.work / "models" / "pgn")
+    assert record["config_text"] == (root / "configs" / "cfg.conf").read_text()  # the sourcing file's own text
+    assert trains() == (1, None)
+    real_version = compare.package_version
+    monkeypatch.setattr(compare, "package_version", lambda name: "9.9" if name == "torch" else real_version(name))
+    assert trains(reuse_stale=True) == (0, "def5678")  # another torch: the code record again
+    (data / "prep.json").write_text('{"settings": {}}')  # other data: never kept by --reuse-stale
+    assert trains(reuse_stale=True) == (1, None)
 
 
 class DecodingExperiment(Experiment):
@@ -388,3 +429,10 @@ def test_a_failed_system_keeps_its_row_marked_with_its_log():
     assert lines[2].startswith("| ok | beam | 30.00 | 10.00 | 25.00 |")
     assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 13
     assert all(line.count("|") == 16 for line in lines[2:])  # as many columns as the header
+
+
+def test_reuse_stale_is_refused_with_the_slurm_launcher():
+    result = run([sys.executable, "scripts/experiments/compare.py", "--name", "t", "--corpus", "lcsts", "--config",
+                  "lcsts_char", "--updates", "3", "--variant", "a:lcsts_char", "--reuse-stale", "--launcher", "slurm"],
+                 check=False)
+    assert result.returncode == 2 and "--reuse-stale keeps older systems in local runs only" in result.stderr

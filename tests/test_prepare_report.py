@@ -127,3 +127,19 @@ def test_preprocess_sh_logs_fairseq_preprocess_to_a_file(tmp_path):
     assert "unrecognized arguments: --no-such-option" in failed.stderr  # the end of the log, shown
     assert f"fairseq-preprocess failed (exit status {failed.returncode}); its whole log: {data}/preprocess.log" \
         in failed.stderr
+
+
+def test_apply_whole_keeps_every_token_and_cases_as_the_build_did(built, tmp_path, capsys):
+    """--whole: text to analyse as the model's input is tokenized (references for summ-analyze), every token
+    kept; only an apply-mode option."""
+    out, _ = built
+    write(tmp_path / "refs.txt", [f"The Cat {words(18)}", "The Mat"])
+    err = prepare_cli(["--apply", out / "prep.json", "--input", tmp_path / "refs.txt", "--output-prefix",
+                       tmp_path / "refs", "--whole"], capsys)
+    lines = (tmp_path / "refs.src").read_text().splitlines()
+    assert [len(line.split()) for line in lines] == [20, 2]  # not cut at max_source_len (12)
+    assert lines[1] == "the mat" and "warning" not in err  # lower-cased as the build's word units were
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        prepare.main(["--raw-dir", str(tmp_path), "--output-dir", str(tmp_path / "o"), "--whole"])
+    assert "--whole is an apply-mode option" in capsys.readouterr().err

@@ -506,7 +506,7 @@ def apply(args):
     if n_markers != settings["num_markers"]:
         raise UserError(f"{prep_dir}/dict.txt has {n_markers} markers, prep.json says {settings['num_markers']}")
     tokenizer = tokenizer_from_prep(prep, prep_dir, args.apply)
-    max_src = settings["max_source_len"]
+    max_src = 0 if args.whole else settings["max_source_len"]
     stats = MarkStats()
     with AtomicWriter() as atomic:
         osrc = atomic.open(args.out_prefix + ".src")
@@ -546,6 +546,9 @@ def build_parser():
     a.add_argument("--input", help="raw text, one document a line (- for stdin)")
     a.add_argument("--output-prefix", "--out-prefix", dest="out_prefix", metavar="PREFIX",
                    help="write PREFIX.src and PREFIX.oov")
+    a.add_argument("--whole", action="store_true",
+                   help="keep every token (no --max-source-len truncation): text to analyse as the model's input "
+                        "is tokenized, e.g. references for summ-analyze, not text for the model")
     return finish_parser(parser)
 
 
@@ -557,6 +560,9 @@ def _main(argv):
             parser.error("--apply does not take --raw-dir/--out-dir")
         if not args.input or not args.out_prefix:
             parser.error("--apply needs --input and --output-prefix")
+    elif args.whole:
+        parser.error("--whole is an apply-mode option (with --apply PREP_JSON)")
+    if args.apply:
         no_stdout("--output-prefix", args.out_prefix)
         apply(args)
     else:

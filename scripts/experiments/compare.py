@@ -27,11 +27,15 @@ Steps (each through the project's own scripts; logs in WORK/logs/):
   4. --lead N: LEAD-N sentences (English) or characters (Chinese) on the same test set.
 A decode is reused (its summaries; ROUGE and the other figures are recomputed) only when its record
 (OUTPUTS/NAME.decode.json: the generate.sh command, and the SHA-256 of the checkpoint, of the test data as
-prepared and of the decoding code, i.e. generate.sh, configs/ and fairseq_plugins/ without its criterions) equals
-this run's and the summaries and the generate log are complete; else it runs again.  A system whose training
-finished in WORK is reused only when its recorded training (MODEL/training.json: the train.sh options with
---updates, the config file's text, the data's prep.json and, for --continue, the parent's record) equals this
-run's exactly.  An interrupted training resumes from its checkpoint_last.pt when it was started with exactly
+prepared and of the decoding code, i.e. generate.sh, scripts/lib.sh, configs/ and fairseq_plugins/ without its
+criterions, and the fairseq and torch versions) equals this run's and the summaries and the generate log are
+complete; else it runs again.  A system whose training finished in WORK is reused only when its recorded training
+(MODEL/training.json: the train.sh options with --updates, the config file's text, the data's prep.json, for
+--continue the parent's record, and the code: one SHA-256 of train.sh, scripts/lib.sh, scripts/launch/common.sh,
+the config and every config it sources and fairseq_plugins/, with the fairseq and torch versions and the commit)
+equals this run's exactly.  --reuse-stale keeps a finished system whose record differs only in its code; its line
+in the table says it was trained on older code, and the commit.  An interrupted training resumes from its
+checkpoint_last.pt when it was started with exactly
 this run's record (MODEL/training.started.json; its log is appended to, and its train minutes count each attempt
 up to its last checkpoint); a changed or unrecorded one is trained again from the start, and the log says why.
 --retrain trains every system again.  The table goes to WORK/results.md (and stdout) with this command line; the numbers also go to WORK/results.json.
@@ -42,9 +46,12 @@ updates on a slice of ../shared/data, parameters, memory, s/update and the whole
 """
 import argparse
 import hashlib
+import importlib.metadata
 import json
+import re
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +67,7 @@ from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_f
 SPLITS = ("train", "valid", "test")
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
+SOURCED = re.compile(r'^\s*(?:source|\.)\s+"?\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([\w.-]+\.conf)"?', re.M)
 STARTED = "training.started.json"  # beside a training under way: its record, when it started, earlier attempts
 
 def parse_args():
@@ -82,9 +90,15 @@ def parse_args():
     parser.add_argument("--work", type=Path)
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every step (0: torch's)")
     parser.add_argument("--retrain", action="store_true", help="train every system again")
+    parser.add_argument("--reuse-stale", action="store_true",
+                        help="keep a finished system whose record differs from this run's only in its code (the "
+                             "package, train.sh, its config, fairseq or torch): its line in the table says it was "
+                             "trained on older code, and which commit")
     slurm_launcher.add_options(parser)
     paper_scale.add_dry_run_options(parser.add_argument_group("dry run (scripts/experiments/paper_scale.py)"))
     args = parser.parse_args()
+    if args.reuse_stale and args.launcher == "slurm":
+        parser.error("--reuse-stale keeps older systems in local runs only (not with --launcher slurm)")
     if args.corpus == "raw" and not (args.raw and all((args.raw / f"{s}.src").is_file() for s in SPLITS)):
         parser.error("--corpus raw needs --raw DIR with train, valid and test .src/.tgt files")
     args.variant = [split_spec(parser, "variant", text, 2) for text in args.variant]
@@ -173,7 +187,54 @@ def training_record(exp: Experiment, data: Path, system) -> dict:
         "config_text": config_file.read_text(encoding="utf-8") if config_file.is_file() else None,
         "data_prep": prep.read_text(encoding="utf-8") if prep.is_file() else None,
         "parent": None if parent is None else read_record(model_dir(exp, parent)),
+        "code": code_record(training_code(config)),
     }
+
+
+def code_record(files: list) -> dict:
+    """The code a step runs: one SHA-256 over ``files`` and the versions of fairseq and torch, with the commit
+    of the checkout when it is a git checkout (what a row trained on older code names)."""
+    return {"sha256": sha256(files), "fairseq": package_version("fairseq-fixed"), "torch": package_version("torch"),
+            "commit": git_commit()}
+
+
+def package_version(name: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> Optional[str]:
+    """HEAD of the repository (None outside a git checkout); "+" marks uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
+
+
+def config_chain(config: str) -> list:
+    """configs/CONFIG.conf and every config it sources (``source .../X.conf``), recursively."""
+    chain, todo = [], [ROOT / "configs" / f"{config}.conf"]
+    while todo:
+        path = todo.pop()
+        if path in chain or not path.is_file():
+            continue
+        chain.append(path)
+        todo += [path.parent / name for name in SOURCED.findall(path.read_text(encoding="utf-8"))]
+    return chain
+
+
+def training_code(config: str) -> list:
+    """The files a training runs: train.sh and what it sources (scripts/lib.sh, the launchers' common.sh), the
+    config and the configs it sources, and every module of fairseq_plugins/."""
+    scripts = [ROOT / "train.sh", ROOT / "scripts" / "lib.sh", ROOT / "scripts" / "launch" / "common.sh"]
+    return [path for path in scripts if path.is_file()] + config_chain(config) + sorted(
+        (ROOT / "fairseq_plugins").rglob("*.py"))
 
 
 def data_config(data: Path) -> Optional[str]:
@@ -187,28 +248,38 @@ def read_record(model: Path) -> Optional[dict]:
     return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
 
 
-def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict) -> Optional[str]:
-    """None when the system in ``model`` finished training with exactly ``want``; else why it is retrained."""
+def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False):
+    """(why it is retrained, or None to reuse it; the commit of older code it keeps, or None) for the system in
+    ``model``: reused when it finished training with exactly ``want``, or, with ``reuse_stale``, with ``want``
+    but for the code (then the row says so)."""
     finished = (model / "train_seconds").is_file()  # written only when training ran to the end
     if not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
-        return "no finished training"
+        return "no finished training", None
     have = read_record(model)
     if have is None:
-        return f"no {RECORD} (trained before training records existed), so its options cannot be checked"
+        return f"no {RECORD} (trained before training records existed), so its options cannot be checked", None
     changed = [key for key in want if have.get(key) != want[key]]
-    return f"its {', '.join(changed)} changed" if changed else None
+    if changed == ["code"] and reuse_stale:
+        return None, (have.get("code") or {}).get("commit") or "unrecorded"
+    if "code" in changed:
+        changed[changed.index("code")] = "code (fairseq_plugins/, train.sh, its config, fairseq or torch)"
+    return (f"its {', '.join(changed)} changed" if changed else None), None
 
 
-def train(exp: Experiment, data: Path, system, retrain: bool):
+def train(exp: Experiment, data: Path, system, retrain: bool, reuse_stale: bool = False):
     """Trains a system, or reuses its finished training when the recorded training (``training_record``)
-    matches exactly; anything else is trained again from the start, with the reason logged."""
+    matches exactly (with ``reuse_stale``: but for the code, and its facts then say ``older_code``); anything
+    else is trained again from the start, with the reason logged."""
     label = system[0]
     model = model_dir(exp, label)
     log_name = f"train_{label}.log"
     want = training_record(exp, data, system)
-    verdict = "--retrain" if retrain else reuse_verdict(exp, model, log_name, want)
+    verdict, older = ("--retrain", None) if retrain else reuse_verdict(exp, model, log_name, want, reuse_stale)
     if verdict is None:
-        exp.log(f"{label}: reusing the finished training in {model} (same options, config, data and parent)")
+        if older:
+            exp.log(f"{label}: --reuse-stale: reusing the training in {model}, made by older code (commit {older})")
+            return model, dict(trained_facts(exp, data, model, label), older_code=older)
+        exp.log(f"{label}: reusing the finished training in {model} (same options, config, data, parent and code)")
         return model, trained_facts(exp, data, model, label)
     earlier = None if retrain else resume_point(model, want)
     if earlier is None:
@@ -300,7 +371,7 @@ def decoding_code() -> list:
     """The files a decode's summaries depend on besides the checkpoint: generate.sh, the configs and
     fairseq_plugins/ without its criterions (which only training reads)."""
     plugins = [p for p in (ROOT / "fairseq_plugins").rglob("*.py") if "criterions" not in p.parts]
-    return [ROOT / "generate.sh", *(ROOT / "configs").glob("*.conf"), *plugins]
+    return [ROOT / "generate.sh", ROOT / "scripts" / "lib.sh", *(ROOT / "configs").glob("*.conf"), *plugins]
 
 
 def test_data(data: Path) -> list:
@@ -314,7 +385,8 @@ def decode(exp: Experiment, cmd: list, data: Path, model: Path, hyps: Path, log_
     (command, checkpoint, test data, decoding code) is there already."""
     record = hyps.with_name(hyps.stem + ".decode.json")
     want = {"command": list(map(str, cmd)), "checkpoint_sha256": sha256([model / "checkpoint_best.pt"]),
-            "test_data_sha256": sha256(test_data(data)), "code_sha256": sha256(decoding_code())}
+            "test_data_sha256": sha256(test_data(data)), "code_sha256": sha256(decoding_code()),
+            "versions": {name: package_version(name) for name in ("fairseq-fixed", "torch")}}
     done = (record.is_file() and hyps.is_file() and (exp.logs / log_name).is_file()
             and json.loads(record.read_text(encoding="utf-8")) == want and len(read_lines(hyps)) == n_test)
     if done:
@@ -400,9 +472,11 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
              "in the test source (summ-analyze's definitions, pooled).",
              "", *table(rows, trained), "", "Systems:"]
     for label, config, extra, parent, updates in systems(args):
+        older = trained.get(label, {}).get("older_code")
         lines.append(f"- {label}: `" + (f"from {parent}: " if parent else "") + f"-c {config} " + " ".join(extra)
                      + "`" + (f", {updates} updates" if updates != (args.continue_updates if parent else args.updates)
-                              else ""))
+                              else "")
+                     + (f"; **trained on older code (commit {older})**, kept by --reuse-stale" if older else ""))
     lines += [f"- decoding {label}: `{extra or '(the config GEN_ARGS)'}`" for label, extra in args.decode]
     if args.launcher == "slurm":
         lines += ["", "Run on Slurm (--launcher slurm): train min is fairseq's own training time of the run that "
@@ -420,7 +494,7 @@ def run_local(exp: Experiment, args) -> None:
     rows, trained = [], {}
     for system in systems(args):
         label, config = system[:2]
-        model, trained[label] = train(exp, data, system, args.retrain)
+        model, trained[label] = train(exp, data, system, args.retrain, args.reuse_stale)
         for spec in args.decode:
             rows.append(evaluate(exp, data, label, config, model, spec, lang, counts["test"]))
     write_table(exp, args, rows, trained, counts, lang, started)

@@ -105,7 +105,7 @@ def plan_system(run: Submission, system, prepared: bool, prepare) -> None:
     verdict = "--retrain" if run.args.retrain else "data not prepared yet"
     if prepared and not run.args.retrain:
         want = compare.training_record(exp, exp.work / "data", system)
-        verdict = compare.reuse_verdict(exp, model, train_log(exp, label).name, want)
+        verdict, _ = compare.reuse_verdict(exp, model, train_log(exp, label).name, want)
     if verdict is None and rows_file(exp, label).is_file():
         run.report.append(f"{label}: finished ({rows_file(exp, label)})")
         return
