@@ -68,15 +68,13 @@ def _block_buffer(keys: Tensor, rows: int) -> Tensor:
     return view
 
 
-def scores_operands(query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor],
-                    ones: Optional[Tensor] = None):
-    """[1, c_i] and [q; w_c] (B x S x 2, B x 2 x A), so that k + q + w_c c is one ``baddbmm``; only [1] and [q]
-    without coverage (``coverage_weight`` None).  ``ones``: a B x S tensor of ones to reuse (else made here)."""
+def scores_operands(query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor]):
+    """[1, c_i] and [q; w_c] (B x S x 2, B x 2 x A), so that k + q + w_c c is one ``baddbmm``; only [q] without
+    coverage (``coverage_weight`` None: no weights, k + q)."""
     if coverage_weight is None:
         return None, query.unsqueeze(1)  # k + q: no weights
     bsz, attn_dim = query.size()
-    ones = ones if ones is not None else coverage.new_ones(coverage.shape)
-    weights = torch.stack([ones, coverage.to(query.dtype)], dim=2)  # B x S x 2
+    weights = torch.stack([coverage.new_ones(coverage.shape), coverage.to(query.dtype)], dim=2)  # B x S x 2
     return weights, torch.stack([query, coverage_weight.expand(bsz, attn_dim)], dim=1)  # B x 2 x A
 
 

@@ -33,7 +33,8 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.modules.additive_scores import ScoreGradients, scores_backward_step, scores_operands, scores_step
+from fairseq_plugins.modules.additive_scores import (ScoreGradients, scores_backward_step, scores_operands,
+                                                      scores_step)
 from fairseq_plugins.modules.step_gradient import StepGradient
 
 
