@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train a model with fairseq-train and this project's plugins.
 #
-#   train.sh [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [EXTRA fairseq-train OPTIONS...]
+#   train.sh [-c CONFIG] [--force-config] [--verbose] DATA_DIR SAVE_DIR [EXTRA fairseq-train OPTIONS...]
 #   train.sh -h|--help | --version
 #
 # DATA_DIR is the output of preprocess.sh.  CONFIG sets TRAIN_ARGS; extra options come after them, so they
@@ -18,31 +18,40 @@
 # From a trained ML model to self-critical RL fine-tuning (configs/scitldr_small_rl.conf):
 #   ./train.sh -c scitldr_small_rl DATA_DIR RL_DIR --finetune-from-model ML_DIR/checkpoint_best.pt
 #
-# The options of this script (-c, --force-config) go anywhere before DATA_DIR.  fairseq's log goes to stderr
-# (stdout stays empty).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
+# fairseq-train's whole output is appended to SAVE_DIR/train.log.  The terminal (stderr; stdout stays empty) shows
+# the steps, the model's size, the budget, one progress line per --log-interval with updates/s and the time left,
+# each validation, fairseq's warnings and errors, and at the end the best and the last checkpoint
+# (fairseq_plugins/training_log.py).  --verbose, or TRAIN_VERBOSE=1 in the environment, shows the whole log on
+# stderr as well.  When fairseq-train fails, the end of its log is shown.
+#
+# The options of this script (-c, --force-config, --verbose) go anywhere before DATA_DIR.
+# Exit status: 0 success, 1 runtime failure (fairseq-train's own status when it fails), 2 usage or bad input.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"
 source "$ROOT/scripts/launch/common.sh"
 
-options=()
+options=() VERBOSE="${TRAIN_VERBOSE:-0}"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -h|--help) print_usage; exit 0 ;;
         --version) print_version; exit 0 ;;
         -c) option_value "$@"; options+=(-c "$2"); shift 2 ;;
         --force-config) options+=(--force-config); shift ;;
+        --verbose) VERBOSE=1; shift ;;
         --) shift; break ;;
         -*) unknown_option "$1" ;;
         *) break ;;
     esac
 done
-[[ $# -ge 2 ]] || die_input "usage: train.sh [-c CONFIG] [--force-config] DATA_DIR SAVE_DIR [fairseq-train options]" \
-    "(see --help)"
+[[ $# -ge 2 ]] || die_input "usage: train.sh [-c CONFIG] [--force-config] [--verbose] DATA_DIR SAVE_DIR" \
+    "[fairseq-train options] (see --help)"
 [[ -f "$1/bin/dict.src.txt" ]] || die_input "$1/bin/dict.src.txt not found: run preprocess.sh first"
 prepare_training "${options[@]}" "$@"
 warn_busy_machine
 has_budget "${WORKER_ARGS[@]}" || warn "no --max-update, --max-epoch or --stop-time-hours in $CONFIG_NAME or on the" \
     "command line: this run trains until it is stopped"
-fairseq-train "${WORKER_ARGS[@]}" >&2  # fairseq logs to stdout: logs go to stderr (scripts/lib.sh)
+log="$SAVE_DIR/train.log"
+[[ $VERBOSE == 1 ]] || step "fairseq's log: $log (--verbose shows it here)"
+train_logged "$log" "$VERBOSE" "${WORKER_ARGS[@]}"
 step "Checkpoints in $SAVE_DIR (generate.sh, summ-serve and summ-package use checkpoint_best.pt by default)"
 checkpoint_info --run "$SAVE_DIR" >&2 || true

@@ -51,6 +51,28 @@ quietly() {
     return $status
 }
 
+# train_logged LOG VERBOSE FAIRSEQ_TRAIN_ARGS...: fairseq-train with its whole output appended to LOG and, on
+# stderr, what fairseq_plugins/training_log.py makes of it (everything with VERBOSE=1).  When fairseq-train fails,
+# the end of this run's part of LOG is shown and train.sh exits with fairseq-train's status.
+train_logged() {
+    local log="$1" status=0 first echo=()
+    [[ "$2" == 1 ]] && echo=(--echo)
+    shift 2
+    printf '==> %s: train.sh, fairseq-train %s\n' "$(date '+%F %T')" "$*" >> "$log" || die "cannot write $log"
+    first=$(($(wc -l < "$log") + 1))
+    fairseq-train "$@" 2>&1 | training_log --log "$log" ${echo[@]+"${echo[@]}"} || status=$?
+    if [[ $status -ne 0 ]]; then
+        [[ ${#echo[@]} -gt 0 ]] || training_log --log "$log" --failure "$first"
+        printf '%s: error: fairseq-train failed (exit status %s); its whole log: %s\n' "$(basename "$0")" "$status" \
+            "$log" >&2
+        exit "$status"
+    fi
+}
+
+training_log() {
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.training_log "$@"
+}
+
 # show_progress FILE TOTAL: run in the background while fairseq writes FILE, "N/TOTAL summaries" on the terminal
 # every 2 seconds (the H- lines of FILE so far).
 show_progress() {

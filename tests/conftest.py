@@ -56,10 +56,12 @@ def shared_data() -> Path:
 
 
 def command_env(**extra) -> dict:
-    """The environment of the project's commands in tests: the venv's binaries first on PATH and one thread
-    each (a tiny model gains nothing from two, and loses a lot when another job shares the cores); ``extra``
-    adds or overrides variables."""
-    variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    """The environment of the project's commands in tests: the venv's binaries first on PATH, one thread each (a
+    tiny model gains nothing from two, and loses a lot when another job shares the cores) and train.sh's whole
+    log on stderr (TRAIN_VERBOSE=1: the tests read fairseq's lines; test_cli.py tests the quiet default);
+    ``extra`` adds or overrides variables."""
+    variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                     TRAIN_VERBOSE="1")
     variables.update(extra)
     return variables
 

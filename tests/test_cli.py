@@ -277,22 +277,60 @@ def test_scripts_take_c_anywhere_before_the_directories(tmp_path):
     assert "config not found: no_such_config" in result.stderr
 
 
+def as_a_user_runs_it():
+    """command_env() without TRAIN_VERBOSE: train.sh's quiet default."""
+    env = command_env()
+    env.pop("TRAIN_VERBOSE")
+    return env
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """A 3-update model on a slice of data/scitldr, through preprocess.sh and train.sh."""
+    """A 3-update model on a slice of data/scitldr, through preprocess.sh and train.sh as a user runs them."""
     work = tmp_path_factory.mktemp("cli")
     raw = slice_corpus("scitldr", work / "raw", (("train", 60), ("valid", 8), ("test", 6)))
     run(["./preprocess.sh", raw, work / "data"])
     trained = run(["./train.sh", "-c", "scitldr_small", work / "data", work / "model", "--max-update", "3",
-                   "--max-tokens", "3000", "--no-save-optimizer-state"])
+                   "--max-tokens", "3000", "--no-save-optimizer-state", "--log-interval", "1"], env=as_a_user_runs_it())
     return work, trained
 
 
 @pytest.mark.slow
-def test_train_sends_fairseq_log_to_stderr_not_stdout(tiny_run):
-    _, trained = tiny_run
+def test_train_is_quiet_on_the_terminal_with_fairseqs_whole_log_in_the_model_folder(tiny_run):
+    work, trained = tiny_run
+    log = work / "model" / "train.log"
     assert trained.stdout == ""
-    assert re.search(r"num_updates[ =]3\b", trained.stderr)
+    assert len(trained.stderr.splitlines()) < 30, trained.stderr
+    assert f"==> fairseq's log: {log} (--verbose shows it here)" in trained.stderr
+    assert "    budget: --max-update 3\n" in trained.stderr
+    assert re.search(r"^    model PGNLSTMModel: [\d,]+ parameters", trained.stderr, flags=re.M)
+    progress = r"^    update 3/3 \(100%\), epoch 1  loss [\d.]+  nll_loss [\d.]+  [\d.]+ updates/s  ETA 0:00$"
+    assert re.search(progress, trained.stderr, flags=re.M), trained.stderr
+    assert re.search(r"^    validation at update 3: loss [\d.]+  nll_loss [\d.]+  rouge_l [\d.]+", trained.stderr,
+                     flags=re.M), trained.stderr
+    for noise in ("UserWarning", "hydra", "{'_name'", "PGNLSTMModel(", "| INFO |"):
+        assert noise not in trained.stderr
+    text = log.read_text()
+    assert re.search(r"num_updates=3\b", text) and "hydra" in text and "{'_name'" in text
+
+
+@pytest.mark.slow
+def test_train_verbose_shows_the_whole_log_and_a_failure_shows_its_error(tiny_run):
+    work, _ = tiny_run
+    common = ["-c", "scitldr_small", work / "data"]
+    verbose = run(["./train.sh", "--verbose", *common, work / "verbose", "--max-update", "1", "--max-tokens",
+                   "3000", "--no-save-optimizer-state"], env=as_a_user_runs_it())
+    assert verbose.stdout == "" and re.search(r"num_updates[ =]1\b", verbose.stderr)
+    header, *logged = (work / "verbose" / "train.log").read_text().splitlines()
+    assert header.startswith("==> ") and f"fairseq-train {work / 'data' / 'bin'} " in header
+    assert "\n".join(logged) in verbose.stderr
+    failed = run(["./train.sh", *common, work / "failed", "--arch", "no_such_arch"], check=False,
+                 env=as_a_user_runs_it())
+    assert failed.returncode == 2, failed.stderr
+    assert "fairseq-train: error: argument --arch/-a: invalid choice: 'no_such_arch'" in failed.stderr
+    assert f"train.sh: error: fairseq-train failed (exit status 2); its whole log: {work / 'failed' / 'train.log'}" \
+        in failed.stderr
+    assert "usage:" not in failed.stderr  # the error, not fairseq's 300 lines of usage
 
 
 @pytest.mark.slow

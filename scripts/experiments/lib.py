@@ -44,14 +44,15 @@ def config_array(config: str, name: str) -> List[str]:
 
 class Experiment:
     """A work directory with a log folder; runs commands with the project's .venv first on PATH, this checkout
-    first on PYTHONPATH and OMP_NUM_THREADS = ``threads`` (0: torch's default, one thread per core)."""
+    first on PYTHONPATH, OMP_NUM_THREADS = ``threads`` (0: torch's default, one thread per core) and
+    TRAIN_VERBOSE=1 (train.sh's whole log in the command's log, where the reports read it)."""
 
     def __init__(self, name: str, work: Path, threads: int = 1):
         self.name = name
         self.work = work.resolve()
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.env = dict(os.environ)
+        self.env = dict(os.environ, TRAIN_VERBOSE="1")
         venv_bin = ROOT / ".venv" / "bin"
         if venv_bin.is_dir():
             self.env["PATH"] = f"{venv_bin}:{self.env['PATH']}"

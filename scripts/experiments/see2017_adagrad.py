@@ -241,6 +241,7 @@ def main():
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
+    os.environ["TRAIN_VERBOSE"] = "1"  # train.sh's whole log in the logs this script reads
     args.work = args.work.resolve()
     logs = args.work / "logs"
     logs.mkdir(parents=True, exist_ok=True)

@@ -247,6 +247,7 @@ def main():
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
+    os.environ["TRAIN_VERBOSE"] = "1"  # train.sh's whole log in the logs this script reads
     args.work.mkdir(parents=True, exist_ok=True)
 
     data, w2v = prepare(args.work)

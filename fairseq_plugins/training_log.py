@@ -1,0 +1,255 @@
+"""What ``train.sh`` shows of a fairseq-train run: every line to a log file, a few lines on the terminal.
+
+    fairseq-train ... 2>&1 | python -m fairseq_plugins.training_log --log SAVE_DIR/train.log
+    fairseq-train ... 2>&1 | python -m fairseq_plugins.training_log --log SAVE_DIR/train.log --echo   # everything
+
+fairseq-train writes hydra's deprecation notices, the whole configuration, the model's printout and one line per
+``--log-interval`` updates.  This reader appends all of it to the log and writes to stderr only: the model and
+its size, a resumed run's starting point, one progress line per logged interval and per epoch (updates done
+against the budget, the losses, updates per second and an estimate of the time left), each validation with the
+best value so far, fairseq's warnings and errors, and why and when training stopped.  With ``--echo`` every line goes to
+stderr as well (``train.sh --verbose``).  fairseq's ``simple`` and ``json`` log formats are read.
+
+The budget is read from fairseq's configuration line: ``--max-update``, ``--max-epoch`` (updates per epoch are
+known from the first progress line) and ``--stop-time-hours`` (against fairseq's cumulative ``wall`` time); the
+estimate takes the nearest.  Updates per second count wall time since this run began training, validations
+included, so the estimate includes them too.  The reader ignores SIGINT, SIGTERM and the Slurm signals: it runs
+until fairseq-train closes the pipe, so that what fairseq logs while it stops is kept.
+"""
+import argparse
+import json
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, TextIO
+
+from fairseq_plugins.text.textio import finish_parser
+
+PROG = "training_log"
+RECORD = re.compile(r"^\S+ \S+ \| (?P<level>[A-Z]+) \| (?P<name>[\w.]+) \| (?P<message>.*)$")
+SETTINGS = {"max_update": int, "max_epoch": int, "stop_time_hours": float, "best_checkpoint_metric": str,
+            "maximize_best_checkpoint_metric": lambda text: text == "True"}
+SHOWN_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass
+class Budget:
+    """What ends the run (0: not set), as fairseq's configuration line gives it."""
+    max_update: int = 0
+    max_epoch: int = 0
+    stop_time_hours: float = 0.0
+
+    def describe(self) -> str:
+        parts = [f"--max-update {self.max_update}" if self.max_update else "",
+                 f"--max-epoch {self.max_epoch}" if self.max_epoch else "",
+                 f"--stop-time-hours {self.stop_time_hours:g}" if self.stop_time_hours else ""]
+        return ", ".join(filter(None, parts)) or "none: the run trains until it is stopped"
+
+
+def read_settings(message: str) -> Dict[str, object]:
+    """The settings this reader needs from fairseq's configuration dump (a Python dict's text on one line)."""
+    found = {}
+    for key, convert in SETTINGS.items():
+        match = re.search(rf"'{key}': '?([^,'}}]+)'?", message)
+        if match:
+            found[key] = convert(match.group(1))
+    return found
+
+
+def read_stats(message: str) -> Optional[Dict[str, str]]:
+    """The statistics of a ``train_inner``/``valid``/``train`` record, simple or json format: name -> text.
+    The json format's ``valid_`` prefixes are dropped; the simple format's ``epoch 001: 5 / 62`` becomes
+    ``epoch``, ``step`` and ``steps``."""
+    message = message.strip()
+    if message.startswith("{"):
+        try:
+            record = json.loads(message)
+        except ValueError:
+            return None
+        return {re.sub(r"^valid_", "", key): str(value) for key, value in record.items()}
+    stats = {}
+    head = re.match(r"epoch (\d+):\s+(\d+) / (\d+) ", message)
+    if head:
+        stats.update(epoch=head.group(1), step=head.group(2), steps=head.group(3))
+        message = message[head.end():]
+    for part in re.split(r", | \| ", message):
+        pair = re.match(r"^([\w]+)[= ](\S+)$", part.strip())
+        if pair:
+            stats[pair.group(1)] = pair.group(2)
+    if "epoch" in stats:
+        stats["epoch"] = str(int(float(stats["epoch"])))
+    return stats
+
+
+def clock_time(seconds: float) -> str:
+    """h:mm:ss, or m:ss under an hour."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def figure(stats: Dict[str, str], name: str) -> str:
+    value = stats.get(name)
+    return f"{name} {value}" if value is not None else ""
+
+
+@dataclass
+class Progress:
+    """The state of the run as its log goes by; ``line`` turns one log line into the terminal's lines."""
+    clock: Callable[[], float] = time.monotonic
+    budget: Budget = field(default_factory=Budget)
+    metric: str = "loss"
+    maximize: bool = False
+    start_time: Optional[float] = None  # when this run began training
+    start_update: int = 0  # the update it resumed from
+    updates_per_epoch: int = 0
+    model: Dict[str, str] = field(default_factory=dict)
+
+    def line(self, text: str) -> List[str]:
+        record = RECORD.match(text.rstrip("\n"))
+        if not record:
+            return []
+        level, name, message = record.group("level", "name", "message")
+        if level in SHOWN_LEVELS:
+            return [f"{level.lower()}: {name}: {message}"]
+        if name in ("train_inner", "train"):  # every --log-interval updates; the end of an epoch
+            stats = read_stats(message)
+            if not stats or "num_updates" not in stats:
+                return []
+            if name == "train_inner":
+                return [self.progress(stats)]
+            epoch = stats.pop("epoch", "?")
+            return [f"end of epoch {epoch}: {self.progress(stats)}"]
+        if name == "valid":
+            stats = read_stats(message)
+            return [self.validation(stats)] if stats else []
+        return self.event(message)
+
+    def event(self, message: str) -> List[str]:
+        """The lines of fairseq_cli.train's and the trainer's messages that matter to a user."""
+        if message.startswith("{'_name'"):
+            self.configure(read_settings(message))
+            return [f"budget: {self.budget.describe()}"]
+        for key in ("model", "criterion"):
+            if message.startswith(f"{key}: "):
+                self.model[key] = message[len(key) + 2:]
+        params = re.match(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)", message)
+        if params:
+            return [f"model {self.model.get('model', '?')}: {params.group(1)} parameters ({params.group(2)} "
+                    f"trained), criterion {self.model.get('criterion', '?')}"]
+        loaded = re.match(r"Loaded checkpoint (\S+) \(epoch (\d+) @ (\d+) updates\)", message)
+        if loaded:
+            self.start_update = int(loaded.group(3))
+            return [f"resuming from update {self.start_update} ({loaded.group(1)})"]
+        if self.start_time is None and (message.startswith("Start iterating") or message.startswith("begin training")):
+            self.start_time = self.clock()
+        if message.startswith("Stopping training due to") or message.startswith("done training in"):
+            return [message]
+        return []
+
+    def configure(self, settings: Dict[str, object]) -> None:
+        self.budget = Budget(max_update=settings.get("max_update", 0), max_epoch=settings.get("max_epoch", 0),
+                             stop_time_hours=settings.get("stop_time_hours", 0.0))
+        self.metric = settings.get("best_checkpoint_metric", "loss")
+        self.maximize = settings.get("maximize_best_checkpoint_metric", False)
+
+    def progress(self, stats: Dict[str, str]) -> str:
+        update = int(float(stats["num_updates"]))
+        if "steps" in stats:
+            self.updates_per_epoch = int(stats["steps"])
+        done = f"update {update}/{self.budget.max_update}" if self.budget.max_update else f"update {update}"
+        if self.budget.max_update:
+            done += f" ({100 * update / self.budget.max_update:.0f}%)"
+        if "epoch" in stats:
+            done += f", epoch {stats['epoch']}"
+        parts = [done, figure(stats, "loss"), figure(stats, "nll_loss")]
+        if self.start_time is None:
+            self.start_time = self.clock()
+        elapsed = self.clock() - self.start_time
+        if update > self.start_update and elapsed > 0:
+            rate = (update - self.start_update) / elapsed
+            parts.append(f"{rate:.3g} updates/s")
+            left = self.seconds_left(update, stats, rate)
+            parts.append(f"ETA {clock_time(left)}" if left is not None else "no budget")
+        return "  ".join(filter(None, parts))
+
+    def seconds_left(self, update: int, stats: Dict[str, str], rate: float) -> Optional[float]:
+        """The nearest end of the budget at ``rate`` updates per second (None: no budget)."""
+        estimates = []
+        if self.budget.max_update:
+            estimates.append((self.budget.max_update - update) / rate)
+        if self.budget.max_epoch and self.updates_per_epoch and "epoch" in stats and "step" in stats:
+            left = (self.budget.max_epoch - int(stats["epoch"])) * self.updates_per_epoch
+            estimates.append((left + self.updates_per_epoch - int(stats["step"])) / rate)
+        if self.budget.stop_time_hours and "wall" in stats:
+            estimates.append(self.budget.stop_time_hours * 3600 - float(stats["wall"]))
+        return max(0.0, min(estimates)) if estimates else None
+
+    def validation(self, stats: Dict[str, str]) -> str:
+        update = stats.get("num_updates", "?")
+        parts = [figure(stats, "loss"), figure(stats, "nll_loss")]
+        if self.metric not in ("loss", "nll_loss"):
+            parts.append(figure(stats, self.metric))
+        best = stats.get(f"best_{self.metric}")
+        if best is not None:
+            parts.append(f"(best {self.metric} so far {best}, {'highest' if self.maximize else 'lowest'} wins)")
+        return f"validation at update {update}: " + "  ".join(filter(None, parts))
+
+
+def follow(source: TextIO, log: TextIO, terminal: TextIO, echo: bool = False, progress: Progress = None) -> None:
+    """Copies ``source`` to ``log`` line by line (flushed, so the log is complete whenever it is read) and writes
+    to ``terminal`` each line (``echo``) or what ``progress`` makes of it."""
+    progress = progress or Progress()
+    for text in source:
+        log.write(text)
+        log.flush()
+        shown = [text.rstrip("\n")] if echo else ["    " + line for line in progress.line(text)]
+        for line in shown:
+            print(line, file=terminal, flush=True)
+
+
+def failure_excerpt(lines: List[str], most: int = 40) -> List[str]:
+    """What explains a failed run, from its part of the log: the last traceback, else its lines with an argparse
+    ``error:``, else its last lines; at most ``most`` lines (the last ones)."""
+    starts = [i for i, text in enumerate(lines) if text.startswith("Traceback (most recent call last)")]
+    if starts:
+        return lines[starts[-1]:][-most:]
+    errors = [text for text in lines if re.match(r"^\S+: error: ", text)]
+    return (errors or lines)[-most:]
+
+
+def ignore_stop_signals() -> None:
+    for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    finish_parser(parser)
+    parser.add_argument("--log", required=True, help="the log file; appended to")
+    parser.add_argument("--echo", action="store_true", help="every line on stderr as well")
+    parser.add_argument("--failure", type=int, metavar="LINE",
+                        help="read nothing: show on stderr what explains the failed run whose log starts at LINE "
+                             "of --log (its last traceback, its errors, else its last lines)")
+    args = parser.parse_args(argv)
+    if args.failure is not None:
+        with open(args.log, encoding="utf-8", errors="replace") as log:
+            lines = log.read().splitlines()[args.failure - 1:]
+        print("\n".join(failure_excerpt(lines)), file=sys.stderr)
+        return 0
+    ignore_stop_signals()
+    try:
+        log = open(args.log, "a", encoding="utf-8")
+    except OSError as err:
+        print(f"{PROG}: error: cannot write the log {args.log}: {err.strerror}", file=sys.stderr)
+        return 2
+    with log:
+        source = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)
+        follow(source, log, sys.stderr, echo=args.echo)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

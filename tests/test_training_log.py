@@ -1,0 +1,139 @@
+"""train.sh's terminal: fairseq-train's log read line by line (fairseq_plugins/training_log.py), in both of
+fairseq's line formats, with a clock the test moves."""
+import io
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from fairseq_plugins.training_log import Progress, failure_excerpt, follow, read_settings, read_stats
+
+STAMP = "2026-11-27 21:43:27 | INFO | "
+CONFIG = (STAMP + "fairseq_cli.train | {'_name': None, 'common': {'log_interval': 5}, 'optimization': {"
+          "'max_epoch': 0, 'max_update': 30, 'stop_time_hours': 0.0, 'clip_norm': 2.0}, 'checkpoint': {"
+          "'best_checkpoint_metric': 'rouge_l', 'maximize_best_checkpoint_metric': True}}\n")
+
+
+def inner(update, loss=9.5, wall=0, step=None, steps=62):
+    return (STAMP + f"train_inner | epoch 001:{step or update:>7} / {steps} loss={loss}, nll_loss=8.1, ppl=286.38, "
+            f"num_updates={update}, lr=0.002, gnorm=0.9, train_wall=3, wall={wall}\n")
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_settings_are_read_from_fairseqs_configuration_line():
+    settings = read_settings(CONFIG)
+    assert settings == {"max_update": 30, "max_epoch": 0, "stop_time_hours": 0.0,
+                        "best_checkpoint_metric": "rouge_l", "maximize_best_checkpoint_metric": True}
+
+
+def test_simple_and_json_records_give_the_same_statistics():
+    simple = read_stats("epoch 002 | valid on 'valid' subset | loss 9.382 | rouge_l 2.43 | num_updates 15 | "
+                        "best_rouge_l 2.43")
+    json_form = read_stats('{"epoch": 2, "valid_loss": "9.382", "valid_rouge_l": "2.43", "valid_num_updates": "15",'
+                           ' "valid_best_rouge_l": "2.43"}')
+    assert simple == json_form == {"epoch": "2", "loss": "9.382", "rouge_l": "2.43", "num_updates": "15",
+                                   "best_rouge_l": "2.43"}
+    assert read_stats("{not json") is None
+
+
+def test_progress_counts_updates_per_second_since_training_began_and_estimates_the_rest():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    assert progress.line(CONFIG) == ["budget: --max-update 30"]
+    progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
+    clock.now += 10  # 5 updates in 10 s: 0.5 updates/s, 25 left
+    assert progress.line(inner(5, loss=10.48)) == [
+        "update 5/30 (17%), epoch 1  loss 10.48  nll_loss 8.1  0.5 updates/s  ETA 0:50"]
+    clock.now += 30  # a validation took 20 of these: 10 updates in 40 s
+    assert progress.line(inner(10)).pop().endswith("0.25 updates/s  ETA 1:20")
+
+
+def test_a_resumed_run_counts_only_its_own_updates():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.line(CONFIG)
+    resumed = progress.line(STAMP + "fairseq.trainer | Loaded checkpoint m/checkpoint_last.pt (epoch 1 @ 20 updates)")
+    assert resumed == ["resuming from update 20 (m/checkpoint_last.pt)"]
+    progress.line(STAMP + "fairseq.trainer | begin training epoch 1\n")
+    clock.now += 5
+    assert progress.line(inner(25)).pop().endswith("1 updates/s  ETA 0:05")
+
+
+def test_the_nearest_budget_wins_epochs_and_stop_time_included():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.line(CONFIG.replace("'max_epoch': 0", "'max_epoch': 2").replace("'max_update': 30", "'max_update': 0")
+                  .replace("'stop_time_hours': 0.0", "'stop_time_hours': 0.5"))
+    assert progress.budget.describe() == "--max-epoch 2, --stop-time-hours 0.5"
+    progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
+    clock.now += 10  # 10 updates/s; 2 epochs of 62 updates: 114 left (11.4 s); stop time: 1800 - 60 s of wall
+    assert progress.line(inner(100, step=10, wall=60)).pop().endswith("10 updates/s  ETA 0:11")
+    progress.budget.max_epoch = 1000  # 61,989 updates left at 10.1/s: the stop time (1,740 s) comes first
+    assert progress.line(inner(101, step=11, wall=60)).pop().endswith("ETA 29:00")
+
+
+def test_a_run_without_a_budget_says_so():
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.line(CONFIG.replace("'max_update': 30", "'max_update': 0"))
+    progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
+    clock.now += 1
+    line = progress.line(inner(5)).pop()
+    assert line.startswith("update 5, epoch 1") and line.endswith("5 updates/s  no budget")
+
+
+def test_validations_warnings_and_the_end_are_shown_and_the_noise_is_not():
+    progress = Progress()
+    progress.line(CONFIG)
+    noise = ["/venv/hydra/experimental/initialize.py:43: UserWarning: hydra.experimental.initialize() ...\n",
+             "  deprecation_warning(message=message)\n", STAMP + "fairseq_cli.train | PGNLSTMModel(\n",
+             STAMP + "fairseq.tasks.fairseq_task | can_reuse_epoch_itr = True\n", "Traceback? no: a plain line\n"]
+    assert [progress.line(text) for text in noise] == [[]] * len(noise)
+    valid = (STAMP + "valid | epoch 001 | valid on 'valid' subset | loss 9.216 | nll_loss 7.909 | rouge_l 4.77 | "
+             "num_updates 30 | best_rouge_l 4.77\n")
+    assert progress.line(valid) == ["validation at update 30: loss 9.216  nll_loss 7.909  rouge_l 4.77  "
+                                    "(best rouge_l so far 4.77, highest wins)"]
+    warning = "2026-11-27 21:43:27 | WARNING | fairseq.trainer | NaN or Inf found in input tensor.\n"
+    assert progress.line(warning) == ["warning: fairseq.trainer: NaN or Inf found in input tensor."]
+    end = [STAMP + "fairseq_cli.train | Stopping training due to num_updates: 30 >= max_update: 30\n",
+           STAMP + "fairseq_cli.train | done training in 31.8 seconds\n"]
+    assert [progress.line(text) for text in end] == [["Stopping training due to num_updates: 30 >= max_update: 30"],
+                                                     ["done training in 31.8 seconds"]]
+    epoch = STAMP + "train | epoch 001 | loss 9.661 | nll_loss 8.308 | num_updates 30 | lr 0.002 | wall 32\n"
+    assert progress.line(epoch).pop().startswith("end of epoch 1: update 30/30 (100%)  loss 9.661")
+
+
+def test_every_line_reaches_the_log_and_echo_shows_them_all():
+    lines = [CONFIG, "some hydra notice\n", inner(5)]
+    log, terminal = io.StringIO(), io.StringIO()
+    follow(io.StringIO("".join(lines)), log, terminal)
+    assert log.getvalue() == "".join(lines)
+    assert terminal.getvalue().splitlines()[0] == "    budget: --max-update 30"
+    assert "hydra" not in terminal.getvalue()
+    log, terminal = io.StringIO(), io.StringIO()
+    follow(io.StringIO("".join(lines)), log, terminal, echo=True)
+    assert log.getvalue() == terminal.getvalue() == "".join(lines)
+
+
+def test_a_failure_shows_its_last_traceback_or_its_errors_or_its_end():
+    traceback = ["Traceback (most recent call last):", '  File "x.py", line 1', "RuntimeError: first",
+                 "Traceback (most recent call last):", '  File "y.py", line 2', "ValueError: second"]
+    assert failure_excerpt(["noise"] + traceback) == traceback[3:]
+    usage = ["usage: fairseq-train [-h]", "   [--arch ARCH]", "fairseq-train: error: argument --arch/-a: bad"]
+    assert failure_excerpt(usage) == usage[-1:]
+    assert failure_excerpt([str(n) for n in range(100)]) == [str(n) for n in range(60, 100)]
+
+
+def test_a_log_that_cannot_be_written_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "fairseq_plugins.training_log", "--log",
+                             str(tmp_path / "missing" / "train.log")], cwd=ROOT, input="", capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"training_log: error: cannot write the log {tmp_path}/missing/train.log")
