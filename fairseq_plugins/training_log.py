@@ -163,7 +163,7 @@ class Progress:
         if self.budget.max_update:
             done += f" ({100 * update / self.budget.max_update:.0f}%)"
         if "epoch" in stats:
-            done += f", epoch {stats['epoch']}"
+            done += f", epoch {stats['epoch']}" + (f" ({stats['step']}/{stats['steps']})" if "steps" in stats else "")
         parts = [done, figure(stats, "loss"), figure(stats, "nll_loss")]
         if self.start_time is None:
             self.start_time = self.clock()

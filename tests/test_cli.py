@@ -304,7 +304,7 @@ def test_train_is_quiet_on_the_terminal_with_fairseqs_whole_log_in_the_model_fol
     assert f"==> fairseq's log: {log} (--verbose shows it here)" in trained.stderr
     assert "    budget: --max-update 3\n" in trained.stderr
     assert re.search(r"^    model PGNLSTMModel: [\d,]+ parameters", trained.stderr, flags=re.M)
-    progress = r"^    update 3/3 \(100%\), epoch 1  loss [\d.]+  nll_loss [\d.]+  [\d.]+ updates/s  ETA 0:00$"
+    progress = r"^    update 3/3 \(100%\), epoch \d+ \(\d+/\d+\)  loss [\d.]+  nll_loss [\d.]+  [\d.]+ updates/s  ETA 0:00$"
     assert re.search(progress, trained.stderr, flags=re.M), trained.stderr
     assert re.search(r"^    validation at update 3: loss [\d.]+  nll_loss [\d.]+  rouge_l [\d.]+", trained.stderr,
                      flags=re.M), trained.stderr
@@ -442,3 +442,31 @@ def test_every_shipped_config_loads_as_the_scripts_load_it(config):
     env = command_env(PHASE1="phase1/checkpoint_best.pt", W2V="w2v.txt")
     result = run(["bash", "-c", script, "load", config], check=False, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def last_value(words, option, default=None):
+    values = [words[i + 1] for i, word in enumerate(words[:-1]) if word == option]
+    return values[-1] if values else default
+
+
+@pytest.mark.parametrize("config", sorted(p.stem for p in (ROOT / "configs").glob("*.conf")))
+def test_every_shipped_config_has_a_budget_and_keeps_its_best_checkpoint_by_quality(config):
+    """A finite budget (has_budget, as train.sh checks it), and a best checkpoint chosen by a decoding measure
+    (validation ROUGE, the RL reward of greedy summaries, Shi et al.'s summary accuracy) or by a loss with no
+    auxiliary term (no coverage, focal or cohesion term: the reference NLL)."""
+    script = 'source scripts/lib.sh; load_config "$1"; has_budget "${TRAIN_ARGS[@]}"; printf "%s\\0" "${TRAIN_ARGS[@]}"'
+    env = command_env(PHASE1="phase1/checkpoint_best.pt", W2V="w2v.txt")
+    result = run(["bash", "-c", script, "load", config], check=False, env=env)
+    assert result.returncode == 0, f"{config}: no --max-update, --max-epoch or --stop-time-hours"
+    words = result.stdout.split("\0")[:-1]
+    metric = last_value(words, "--best-checkpoint-metric", "loss")
+    if metric in ("rouge_l", "reward_greedy", "accuracy"):
+        assert "--maximize-best-checkpoint-metric" in words
+        assert metric == "reward_greedy" or f"--eval-{'accuracy' if metric == 'accuracy' else 'rouge'}" in words
+        return
+    assert metric == "loss", f"{config}: best checkpoint by {metric}"
+    criterion = last_value(words, "--criterion")
+    plain = tuple(float(last_value(words, option, default)) for option, default in (  # the criterion's defaults
+        ("--focal-alpha", 0.25), ("--focal-gamma", 1.0), ("--coverage-lambda", 1.0))) == (1.0, 0.0, 0.0)
+    assert criterion == "cross_entropy" or (criterion == "focal_copy_coverage" and plain), \
+        f"{config}: best checkpoint by a loss with auxiliary terms ({criterion})"

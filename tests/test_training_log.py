@@ -50,7 +50,7 @@ def test_progress_counts_updates_per_second_since_training_began_and_estimates_t
     progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
     clock.now += 10  # 5 updates in 10 s: 0.5 updates/s, 25 left
     assert progress.line(inner(5, loss=10.48)) == [
-        "update 5/30 (17%), epoch 1  loss 10.48  nll_loss 8.1  0.5 updates/s  ETA 0:50"]
+        "update 5/30 (17%), epoch 1 (5/62)  loss 10.48  nll_loss 8.1  0.5 updates/s  ETA 0:50"]
     clock.now += 30  # a validation took 20 of these: 10 updates in 40 s
     assert progress.line(inner(10)).pop().endswith("0.25 updates/s  ETA 1:20")
 
@@ -86,7 +86,7 @@ def test_a_run_without_a_budget_says_so():
     progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
     clock.now += 1
     line = progress.line(inner(5)).pop()
-    assert line.startswith("update 5, epoch 1") and line.endswith("5 updates/s  no budget")
+    assert line.startswith("update 5, epoch 1 (5/62)  loss") and line.endswith("5 updates/s  no budget")
 
 
 def test_validations_warnings_and_the_end_are_shown_and_the_noise_is_not():
