@@ -200,3 +200,47 @@ def test_plot_and_page(tmp_path, capsys):
     assert "&lt;b&gt;cat&lt;/b&gt;" in html and "<b>cat</b>" not in html  # text escaped
     assert 'id="doc-1"' in html and 'id="doc-2"' in html and 'href="#doc-2"' in html  # paging
     assert html.count('class="frag s0"') >= 1  # pgn's copied fragment marked in its colour
+
+
+# ---------------------------------------------------------------------------------------------- units
+def test_detokenized_summaries_against_a_tokenized_source_get_a_warning(tmp_path, capsys):
+    src = write(tmp_path / "src.txt", ["the model ( a gru ) did not win , sadly .", "it won , then ( oddly ) lost ."])
+    detok = write(tmp_path / "detok.txt", ["the model (a gru) did not win, sadly.", "it won, then lost."])
+    tokens = write(tmp_path / "tokens.txt", ["the model ( a gru ) did not win , sadly .", "it won , then lost ."])
+    status, _, err = run_main(["--source", src, "--hyp", detok, "--hyp", tokens], capsys)
+    assert status == 0
+    assert "detok.txt looks detokenized" in err and "--prep DATA/prep.json" in err
+    assert "tokens.txt" not in err
+
+
+def test_prep_tokenizes_every_text_as_the_models_source(tmp_path, capsys):
+    """Raw text and detokenized summaries, through --prep, give the figures of the same texts in the model's
+    units (lower-cased word tokens, the source cut at --max-source-len as the model read it)."""
+    from fairseq_plugins.text.prepare import main as prepare
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("train", "test"):
+        write(raw / f"{split}.src", ["The Model (a GRU) did not win, sadly. It lost to Smallville.", "It won, then lost."])
+        write(raw / f"{split}.tgt", ["The GRU lost.", "It won."])
+    assert prepare(["--raw-dir", str(raw), "--out-dir", str(tmp_path / "data"), "--unit", "word",
+                    "--max-source-len", "12", "--splits", "train,test"]) == 0
+    capsys.readouterr()
+    hyp = write(tmp_path / "hyp.txt", ["The model (a GRU) lost to Smallville.", "It won, then lost."])
+    prep = tmp_path / "data" / "prep.json"
+    status, prepared_report, err = run_main(["--prep", prep, "--source", raw / "test.src", "--hyp", hyp, "--ref",
+                                             raw / "test.tgt"], capsys)
+    assert status == 0 and "warning" not in err
+    src = write(tmp_path / "src.txt", ["the model ( a gru ) did not win , sadly .", "it won , then lost ."])
+    tokens = write(tmp_path / "hyp_tokens.txt", ["the model ( a gru ) lost to smallville .", "it won , then lost ."])
+    ref = write(tmp_path / "ref.txt", ["the gru lost .", "it won ."])
+    status, by_hand, _ = run_main(["--source", src, "--hyp", tokens, "--name", "hyp", "--ref", ref], capsys)
+    assert prepared_report == by_hand
+    first = ab.analyze(["the model ( a gru ) did not win , sadly ."], {"ref": ["the gru lost ."]})["ref"]
+    assert first["novel_1grams"]["pooled"] == 25  # "lost" is beyond the 12 tokens the model read: novel
+
+
+def test_prep_that_is_not_a_prep_json_is_a_clear_error(tmp_path, capsys):
+    src = write(tmp_path / "src.txt", ["a b"])
+    status, _, err = run_main(["--prep", tmp_path / "src.txt", "--source", src, "--hyp", src], capsys)
+    assert status == 2 and "src.txt: not a valid prep.json" in err

@@ -345,6 +345,20 @@ def test_train_ends_with_its_best_and_last_checkpoints_and_generate_names_its_ow
 
 
 @pytest.mark.slow
+def test_summ_analyze_with_prep_agrees_with_generate_score_on_its_detokenized_output(tiny_run):
+    """The raw test split, the raw references and generate.sh's default (detokenized) summaries through
+    summ-analyze --prep give the figures generate.sh --score prints."""
+    work, _ = tiny_run
+    summaries = work / "analysed.sum"
+    scored = run(["./generate.sh", "--split", "test", "--score", "--output", summaries, work / "data",
+                  work / "model", "--max-len-b", "8"])
+    analysed = run(["summ-analyze", "--prep", work / "data" / "prep.json", "--source", work / "raw" / "test.src",
+                    "--hyp", summaries, "--name", "summaries", "--ref", work / "raw" / "test.tgt"])
+    table = analysed.stdout.strip()
+    assert "novel 1-grams %" in table and table in scored.stderr, (table, scored.stderr[-3000:])
+
+
+@pytest.mark.slow
 def test_generate_is_quiet_with_a_log_file_and_verbose_brings_it_back(tiny_run):
     work, _ = tiny_run
     docs = work / "docs.txt"

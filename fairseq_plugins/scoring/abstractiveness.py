@@ -1,10 +1,16 @@
 """``summ-analyze``: how abstractive, how repetitive and how long summaries are, against their sources.
 
     summ-analyze --source SRC --hyp SYS1.txt [--hyp SYS2.txt ...] [--ref REF.txt] [--lang en|zh] [--lower]
-                 [--json OUT.json] [--plot OUT.png] [--html OUT.html]
+                 [--prep DATA/prep.json] [--json OUT.json] [--plot OUT.png] [--html OUT.html]
 
 Inputs are line-aligned plain text, one document a line, as ``generate.sh`` writes summaries and ``summ-rouge``
 reads them; the reference, when given, is one more system.  Pure Python (no fairseq, no torch).
+
+Every text must be in the same units as the source, or "win," and "win" count as different words.  With
+``--prep`` (the ``prep.json`` of the model's data folder) every text is first tokenized as the model's source
+was (its units and lower-casing, and the source truncated as the model read it), so raw sources, raw references
+and ``generate.sh``'s detokenized summaries give the figures of ``generate.sh --score``.  Without it, an English
+file whose words carry attached punctuation far more often than the source's gets a warning.
 
 Definitions (every figure is per system):
 
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +249,49 @@ def format_report(results: Dict, n_docs: int, lang: str) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------- units
+ATTACHED = re.compile(r"^\w.*[,;:!?)\"']$|^[(\"']\w")  # a word with punctuation attached: "win," "(a" "end)"
+
+
+def attached_share(lines: Sequence[str]) -> float:
+    """The share of whitespace tokens that carry punctuation attached to a word (detokenized English)."""
+    words = [word for line in lines for word in line.split()]
+    return sum(bool(ATTACHED.match(word)) for word in words) / len(words) if words else 0.0
+
+
+def unit_warnings(sources: Sequence[str], systems: Dict[str, Sequence[str]], paths: Sequence[str]) -> List[str]:
+    """A warning per English file that looks detokenized against a tokenized source (attached punctuation on 2 %
+    of its words or more, three times the source's share)."""
+    source_share = attached_share(sources)
+    warnings = []
+    for path, texts in zip(paths, systems.values()):
+        share = attached_share(texts)
+        if share >= 0.02 and share >= 3 * source_share:
+            warnings.append(f"{display_name(path)} looks detokenized ({100 * share:.1f}% of its words carry "
+                            f"punctuation, the source's {100 * source_share:.1f}%): \"win,\" and \"win\" count as "
+                            f"different words; give --prep DATA/prep.json to tokenize every text as the model's "
+                            f"source, or analyse generate.sh --no-detok output")
+    return warnings
+
+
+def prepared(prep_path: str, sources: Sequence[str], systems: Dict[str, Sequence[str]]):
+    """(sources, systems, lang) tokenized as the model's source was: prep.json's units and lower-casing, the
+    source truncated to its --max-source-len, each text then joined as ``summ-restore --no-detok`` writes it."""
+    from fairseq_plugins.text.prepare import load_prep, tokenizer_from_prep
+    from fairseq_plugins.text.tokenization import detokenize
+
+    prep, prep_dir = load_prep(prep_path)
+    settings = prep["settings"]
+    tokenizer = tokenizer_from_prep(prep, prep_dir, prep_path)
+    lang, unit, limit = settings["lang"], settings["unit"], settings["max_source_len"] or None
+
+    def form(text: str, most: Optional[int] = None) -> str:
+        return detokenize(tokenizer(text)[:most], lang, unit)
+
+    return [form(text, limit) for text in sources], {name: [form(text) for text in texts]
+                                                     for name, texts in systems.items()}, lang
+
+
 # ---------------------------------------------------------------------------------------------- command line
 def read_aligned(source: str, others: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
     """The lines of the source and of each other file; a UserError naming the file and the first line without
@@ -291,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", metavar="FILE", help="reference summaries: analysed as one more system")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="en: words; zh: characters")
     p.add_argument("--lower", action="store_true", help="lower-case all texts first")
+    p.add_argument("--prep", metavar="PREP_JSON",
+                   help="tokenize every text as the model's source was (DATA/prep.json: its units and "
+                        "lower-casing; the source truncated as the model read it); sets --lang and --lower")
     p.add_argument("--json", metavar="OUT", help="write the figures (and their definitions) as JSON (- = stdout: "
                                                  "the report then goes to stderr)")
     p.add_argument("--plot", metavar="OUT.png", help="See et al.'s Figure 6: novel n-grams and copied sentences")
@@ -323,6 +376,11 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
     if not sources:
         raise UserError(f"{display_name(args.source)} is empty: nothing to analyse")
     systems = dict(zip(names + ([REFERENCE] if args.ref else []), texts))
+    if args.prep:
+        sources, systems, args.lang = prepared(args.prep, sources, systems)
+    elif args.lang == "en":
+        for warning in unit_warnings(sources, systems, paths):
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
     results = analyze(sources, systems, args.lang, args.lower)
     print(format_report(results, len(sources), args.lang), file=sys.stderr if STDOUT in (args.json, args.html) else sys.stdout)
     if args.json:
