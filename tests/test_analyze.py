@@ -238,6 +238,12 @@ def test_prep_tokenizes_every_text_as_the_models_source(tmp_path, capsys):
     assert prepared_report == by_hand
     first = ab.analyze(["the model ( a gru ) did not win , sadly ."], {"ref": ["the gru lost ."]})["ref"]
     assert first["novel_1grams"]["pooled"] == 25  # "lost" is beyond the 12 tokens the model read: novel
+    _, systems, _ = ab.prepared(prep, [], {"lead": ["The GRU won. <q> It lost, sadly."]})
+    assert systems["lead"] == ["the gru won . <q> it lost , sadly ."]  # the separators of LEAD-k kept
+    raw_sources = (raw / "test.src").read_text().splitlines()
+    assert lib.abstraction(raw_sources, ["The model (a GRU) lost. <q> It won.", "It won."], "en", Path(prep)) == \
+        lib.abstraction(Path(src).read_text().splitlines(), ["the model ( a gru ) lost . <q> it won .", "it won ."],
+                        "en")
 
 
 def test_prep_that_is_not_a_prep_json_is_a_clear_error(tmp_path, capsys):

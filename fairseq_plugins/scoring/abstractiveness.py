@@ -276,7 +276,8 @@ def unit_warnings(sources: Sequence[str], systems: Dict[str, Sequence[str]], pat
 
 def prepared(prep_path: str, sources: Sequence[str], systems: Dict[str, Sequence[str]]):
     """(sources, systems, lang) tokenized as the model's source was: prep.json's units and lower-casing, the
-    source truncated to its --max-source-len, each text then joined as ``summ-restore --no-detok`` writes it."""
+    source truncated to its --max-source-len, each text then joined as ``summ-restore --no-detok`` writes it
+    (sentence separators such as ``<q>`` kept)."""
     from fairseq_plugins.text.prepare import load_prep, tokenizer_from_prep
     from fairseq_plugins.text.tokenization import detokenize
 
@@ -286,7 +287,18 @@ def prepared(prep_path: str, sources: Sequence[str], systems: Dict[str, Sequence
     lang, unit, limit = settings["lang"], settings["unit"], settings["max_source_len"] or None
 
     def form(text: str, most: Optional[int] = None) -> str:
-        return detokenize(tokenizer(text)[:most], lang, unit)
+        """The text's parts between sentence separators tokenized (the first ``most`` tokens kept), the
+        separators kept as they are."""
+        parts = []
+        for part in re.split(r"\s*(<q>|##SENT##)\s*", text):
+            if part in SEPARATORS:
+                parts.append(part)
+                continue
+            tokens = tokenizer(part)[:most]
+            most = None if most is None else most - len(tokens)
+            if tokens:
+                parts.append(detokenize(tokens, lang, unit))
+        return " ".join(parts)
 
     return [form(text, limit) for text in sources], {name: [form(text) for text in texts]
                                                      for name, texts in systems.items()}, lang

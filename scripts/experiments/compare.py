@@ -413,7 +413,7 @@ def evaluate(exp: Experiment, data: Path, label: str, config: str, model: Path, 
     row = {"system": label, "decode": decode_label, "decode_options": decode_extra,
            "rouge": official_rouge(exp, data / "ref" / "test.tgt", hyps, lang, name)}
     row.update(repetition(summaries, lang))
-    row.update(abstraction(read_lines(exp.work / "raw" / "test.src"), summaries, lang))
+    row.update(abstraction(read_lines(exp.work / "raw" / "test.src"), summaries, lang, data / "prep.json"))
     row.update(decode_facts(exp.logs / f"generate_{name}.log"))
     return row
 
@@ -448,7 +448,7 @@ def lead_row(exp: Experiment, raw: Path, data: Path, lang: str, size: int) -> di
     row = {"system": f"LEAD-{size}", "decode": "", "rouge": official_rouge(
         exp, data / "ref" / "test.tgt", hyps, lang, "lead")}
     row.update(repetition([h.replace(" <q> ", " ") for h in read_lines(hyps)], lang))
-    row.update(abstraction(read_lines(raw / "test.src"), read_lines(hyps), lang))
+    row.update(abstraction(read_lines(raw / "test.src"), read_lines(hyps), lang, data / "prep.json"))
     return row
 
 

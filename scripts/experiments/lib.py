@@ -209,9 +209,15 @@ def repetition(summaries: Sequence[str], lang: str) -> Dict[str, float]:
             "with_repeat": _or_zero(figures, "with_repeat"), "mean_length": _or_zero(figures, "tokens")}
 
 
-def abstraction(sources: Sequence[str], summaries: Sequence[str], lang: str) -> Dict[str, float]:
+def abstraction(sources: Sequence[str], summaries: Sequence[str], lang: str, prep: Optional[Path] = None
+                ) -> Dict[str, float]:
     """``novel_2grams``: percent of the summaries' bigrams that are not in their source; ``copied_sentences``:
-    percent of their sentences found verbatim in their source.  Both pooled over the documents (summ-analyze)."""
+    percent of their sentences found verbatim in their source.  Both pooled over the documents (summ-analyze).
+    With ``prep`` (the data's prep.json), every text is first tokenized as the model's source was, the source
+    cut as the model read it (summ-analyze --prep): raw sources and references count in the model's units."""
+    if prep is not None:
+        sources, systems, lang = abstractiveness.prepared(str(prep), sources, {"summaries": summaries})
+        summaries = systems["summaries"]
     figures = abstractiveness.aggregate([abstractiveness.document_counts(src, summ, lang)
                                          for src, summ in zip(sources, summaries)])
     return {"novel_2grams": _or_zero(figures, "novel_2grams"),

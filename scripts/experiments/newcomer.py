@@ -1,0 +1,217 @@
+"""A newcomer's first hour, measured: two corpora the project does not ship, taken through the README's steps.
+
+    python scripts/experiments/newcomer.py [--work runs/newcomer] [--updates 300] [--drain-runs 5]
+        [--out docs/results/newcomer.md]
+
+Corpora: aclsum (English, config scitldr_small) and CSL (Chinese abstract -> title, config lcsts_char),
+converted as scripts/experiments/checkpoint_choice.py converts them.  For each:
+  preprocess.sh      its warnings, as printed (truncation: the share cut and the lengths that would keep 95/99 %);
+  train.sh           ``--updates`` updates as a user runs it (no TRAIN_VERBOSE): the lines on the terminal, the
+                     lines of its log (what --verbose shows), and the terminal's progress, validation and end lines;
+  empty documents    an empty and a blank document between two real ones, through generate.sh --input (FILE and
+                     stdin), the Python API (Summarizer.summarize) and summ-serve (POST /summarize), and
+                     ``{"documents": []}`` to the server: what each returns and warns.
+Then the drain: tests/test_serve.py's SIGTERM-under-load test ``--drain-runs`` times with two busy loops on the
+machine beside it (so that the test runs on a loaded machine), and how many runs passed.
+Which checkpoint the default is, against best-by-loss and last, is docs/results/checkpoint_choice.md's measure.
+A finished training is reused (delete WORK/CORPUS/model to train again); the report is rebuilt every run.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from checkpoint_choice import CORPORA, prepared
+from lib import ROOT, Experiment, read_lines, write_lines
+
+DRAIN_TEST = "tests/test_serve.py::test_sigterm_under_load_answers_every_accepted_request_and_exits_0"
+SHOWN = re.compile(r"^\s*(budget:|model |update \d+|end of epoch|validation at|Stopping|done training|best:|last:)")
+
+
+def user_env(exp: Experiment) -> Dict[str, str]:
+    """The experiment's environment as a user has it: train.sh's quiet default."""
+    env = dict(exp.env)
+    env.pop("TRAIN_VERBOSE", None)
+    return env
+
+
+def preprocess_warnings(exp: Experiment, corpus: str) -> List[str]:
+    prepared(exp, corpus)
+    log = exp.logs / f"preprocess_{corpus}.log"
+    return [line for line in read_lines(log) if ": warning: " in line]
+
+
+def train(exp: Experiment, corpus: str, updates: int) -> Dict:
+    """train.sh as a user runs it; its terminal kept in WORK/CORPUS/train.terminal."""
+    config, _ = CORPORA[corpus]
+    model, terminal = exp.work / corpus / "model", exp.work / corpus / "train.terminal"
+    if not (model / "checkpoint_last.pt").is_file() or not terminal.is_file():
+        exp.log(f"{corpus}: train.sh -c {config}, {updates} updates, as a user runs it")
+        with terminal.open("w", encoding="utf-8") as err:
+            subprocess.run([str(ROOT / "train.sh"), "-c", config, str(prepared(exp, corpus)), str(model),
+                            "--max-update", str(updates)], cwd=ROOT, env=user_env(exp), stdout=subprocess.DEVNULL,
+                           stderr=err, stdin=subprocess.DEVNULL, check=True)
+    lines = read_lines(terminal)
+    log = read_lines(model / "train.log")
+    return {"terminal_lines": len(lines), "log_lines": len(log), "shown": [line.strip() for line in lines
+                                                                             if SHOWN.match(line)]}
+
+
+def documents(exp: Experiment, corpus: str) -> List[str]:
+    real = read_lines(exp.work / corpus / "raw" / "test.src")[:2]
+    return [real[0], "", "   ", real[1]]
+
+
+def generate_input(exp: Experiment, corpus: str) -> Dict:
+    """generate.sh --input FILE and --input - with the empty and blank documents."""
+    data, model = prepared(exp, corpus), exp.work / corpus / "model"
+    docs = exp.work / corpus / "with_empty.txt"
+    write_lines(docs, documents(exp, corpus))
+    found = {}
+    for how, source in (("file", str(docs)), ("stdin", "-")):
+        with docs.open(encoding="utf-8") as stdin:
+            result = subprocess.run([str(ROOT / "generate.sh"), "--input", source, str(data), str(model)], cwd=ROOT,
+                                    env=user_env(exp), stdin=stdin, capture_output=True, text=True, check=True)
+        found[how] = {"lines": result.stdout.split("\n")[:-1],
+                      "warnings": [line for line in result.stderr.splitlines() if "empty" in line]}
+    return found
+
+
+def api(exp: Experiment, corpus: str) -> Dict:
+    """Summarizer.summarize_with_reports on the documents, in a subprocess (this checkout, the quiet env)."""
+    program = ("import json, sys\nfrom fairseq_plugins.hub import Summarizer\n"
+               "model = Summarizer.from_pretrained(sys.argv[1])\n"
+               "pairs = model.summarize_with_reports(json.loads(sys.argv[2]))\n"
+               "print(json.dumps([[text, report.describe()] for text, report in pairs]))\n")
+    result = subprocess.run([sys.executable, "-c", program, str(exp.work / corpus / "model"),
+                             json.dumps(documents(exp, corpus))], cwd=ROOT, env=user_env(exp), capture_output=True,
+                            text=True, check=True)
+    return {"answers": json.loads(result.stdout), "warnings": [line for line in result.stderr.splitlines()
+                                                              if "empty" in line]}
+
+
+def post(url: str, body) -> Tuple[int, Dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def server(exp: Experiment, corpus: str) -> Dict:
+    """summ-serve on a free port: the documents, then no documents."""
+    process = subprocess.Popen(["summ-serve", str(exp.work / corpus / "model"), "--port", "0"], cwd=ROOT,
+                               env=user_env(exp), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in process.stderr:  # until it listens; the rest of its log is left unread
+            found = re.search(r"listening on (http://[0-9.]+:\d+)/", line)
+            if found:
+                url = found.group(1) + "/summarize"
+                break
+        if url is None:
+            exp.fail(f"summ-serve did not start for {corpus}")
+        status, answer = post(url, {"documents": documents(exp, corpus)})
+        no_documents = post(url, {"documents": []})
+    finally:
+        process.terminate()
+        process.wait(120)
+    return {"status": status, "summaries": answer.get("summaries"), "warnings": answer.get("warnings"),
+            "no_documents": list(no_documents)}
+
+
+def drain(exp: Experiment, runs: int) -> List[Dict]:
+    """The SIGTERM-under-load test, ``runs`` times, each with two busy loops beside it."""
+    results = []
+    for number in range(1, runs + 1):
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            time.sleep(1)
+            load = os.getloadavg()[0]
+            start = time.time()
+            result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", DRAIN_TEST],
+                                    cwd=ROOT, env=exp.env, capture_output=True, text=True)
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
+        exp.log(f"drain run {number}: exit {result.returncode} ({time.time() - start:.0f} s, load {load:.1f})")
+        results.append({"passed": result.returncode == 0, "seconds": round(time.time() - start, 1),
+                        "load": round(load, 1), "tail": result.stdout.splitlines()[-1:] if result.stdout else []})
+    return results
+
+
+def render(found: Dict, drains: List[Dict], args, commit: str) -> str:
+    lines = ["# A newcomer's first hour, measured", "",
+             f"Made by `python scripts/experiments/newcomer.py --updates {args.updates} --drain-runs "
+             f"{args.drain_runs}` at commit {commit}, on {os.cpu_count()} CPU cores (no GPU), seed 1 (the "
+             "configs').", "",
+             "Corpora the project does not ship: aclsum (English, `-c scitldr_small`) and CSL (Chinese abstract -> "
+             "title, `-c lcsts_char`). Which checkpoint the default is, against best-by-loss and last: "
+             "`docs/results/checkpoint_choice.md`.", ""]
+    for corpus, facts in found.items():
+        lines += [f"## {corpus} (`-c {CORPORA[corpus][0]}`)", "", "preprocess.sh's warnings:", ""]
+        lines += [f"    {line}" for line in facts["preprocess"]] or ["    (none)"]
+        train_facts = facts["train"]
+        lines += ["", f"train.sh, {args.updates} updates: **{train_facts['terminal_lines']} lines on the terminal**; "
+                  f"its log (`SAVE_DIR/train.log`, what `--verbose` shows) has {train_facts['log_lines']}. "
+                  "The terminal's own lines:", ""]
+        lines += [f"    {line}" for line in train_facts["shown"]]
+        lines += ["", "An empty and a blank document between two real ones (inputs 2 and 3 of 4):", "",
+                  "| path | outputs | output 2 | output 3 | warnings |", "|---|---|---|---|---|"]
+        for how, result in facts["generate"].items():
+            out = result["lines"] + [None] * 3
+            lines.append(f"| generate.sh --input {'FILE' if how == 'file' else '-'} | {len(result['lines'])} | "
+                         f"{json.dumps(out[1])} | {json.dumps(out[2])} | {'<br>'.join(result['warnings']) or 'none'} |")
+        answers = facts["api"]["answers"]
+        lines.append(f"| Summarizer.summarize_with_reports | {len(answers)} | {json.dumps(answers[1][0])} "
+                     f"({answers[1][1]}) | {json.dumps(answers[2][0])} ({answers[2][1]}) | "
+                     f"{'<br>'.join(facts['api']['warnings']) or 'none'} |")
+        served = facts["server"]
+        summaries = (served["summaries"] or []) + [None] * 3
+        lines.append(f"| summ-serve POST /summarize (HTTP {served['status']}) | {len(served['summaries'] or [])} | "
+                     f"{json.dumps(summaries[1])} | {json.dumps(summaries[2])} | "
+                     f"{'<br>'.join(map(str, served['warnings'] or [])) or 'none'} |")
+        status, answer = served["no_documents"]
+        lines += ["", f'`{{"documents": []}}` to summ-serve: HTTP {status}, {json.dumps(answer)}', ""]
+    passed = sum(run["passed"] for run in drains)
+    lines += ["## The drain under load", "",
+              f"`{DRAIN_TEST}`, {len(drains)} runs, each with two busy loops beside it: **{passed} of {len(drains)} "
+              "passed** (the test requires a refusal within 1 s of SIGTERM while accepted requests decode).", "",
+              "| run | passed | seconds | 1-minute load at its start |", "|---|---|---|---|"]
+    lines += [f"| {i} | {'yes' if run['passed'] else 'no: ' + ' '.join(run['tail'])} | {run['seconds']} | "
+              f"{run['load']} |" for i, run in enumerate(drains, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "newcomer")
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--drain-runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "newcomer.md")
+    args = parser.parse_args()
+    exp = Experiment("newcomer", args.work, threads=1)
+    found = {}
+    for corpus in CORPORA:
+        found[corpus] = {"preprocess": preprocess_warnings(exp, corpus), "train": train(exp, corpus, args.updates),
+                         "generate": generate_input(exp, corpus), "api": api(exp, corpus),
+                         "server": server(exp, corpus)}
+    drains = drain(exp, args.drain_runs)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    args.out.write_text(render(found, drains, args, commit), encoding="utf-8")
+    exp.log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
