@@ -5,9 +5,10 @@
 
 fairseq-train writes hydra's deprecation notices, the whole configuration, the model's printout and one line per
 ``--log-interval`` updates.  This reader appends all of it to the log and writes to stderr only: the model and
-its size, a resumed run's starting point, one progress line per logged interval and per epoch (updates done
-against the budget, the losses, updates per second and an estimate of the time left), each validation with the
-best value so far, fairseq's warnings and errors, and why and when training stopped.  With ``--echo`` every line goes to
+its size, a resumed run's starting point, one progress line per logged interval (updates done against the
+budget, the losses, updates per second and an estimate of the time left; an epoch's end stands in for it when
+epochs are shorter), the validations with the best value so far (one per interval, and every new best and the
+last), fairseq's warnings and errors, and why and when training stopped.  With ``--echo`` every line goes to
 stderr as well (``train.sh --verbose``).  fairseq's ``simple`` and ``json`` log formats are read.
 
 The budget is read from fairseq's configuration line: ``--max-update``, ``--max-epoch`` (updates per epoch are
@@ -29,7 +30,8 @@ from fairseq_plugins.text.textio import finish_parser
 
 PROG = "training_log"
 RECORD = re.compile(r"^\S+ \S+ \| (?P<level>[A-Z]+) \| (?P<name>[\w.]+) \| (?P<message>.*)$")
-SETTINGS = {"max_update": int, "max_epoch": int, "stop_time_hours": float, "best_checkpoint_metric": str,
+SETTINGS = {"max_update": int, "max_epoch": int, "stop_time_hours": float, "log_interval": int,
+            "best_checkpoint_metric": str,
             "maximize_best_checkpoint_metric": lambda text: text == "True"}
 SHOWN_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 
@@ -106,6 +108,10 @@ class Progress:
     start_update: int = 0  # the update it resumed from
     updates_per_epoch: int = 0
     model: Dict[str, str] = field(default_factory=dict)
+    log_interval: int = 100  # fairseq's default
+    shown_progress: Optional[int] = None  # the update of the last progress line shown
+    shown_validation: Optional[int] = None
+    stopping: bool = False  # fairseq said why it stops: what follows is the end of the run
 
     def line(self, text: str) -> List[str]:
         record = RECORD.match(text.rstrip("\n"))
@@ -118,14 +124,29 @@ class Progress:
             stats = read_stats(message)
             if not stats or "num_updates" not in stats:
                 return []
+            if name == "train" and not self.due(self.shown_progress, stats):
+                return []  # short epochs: at most one progress line per --log-interval updates
+            self.shown_progress = int(float(stats["num_updates"]))
             if name == "train_inner":
                 return [self.progress(stats)]
             epoch = stats.pop("epoch", "?")
             return [f"end of epoch {epoch}: {self.progress(stats)}"]
         if name == "valid":
             stats = read_stats(message)
-            return [self.validation(stats)] if stats else []
+            if not stats or not (self.stopping or self.new_best(stats) or self.due(self.shown_validation, stats)):
+                return []
+            self.shown_validation = int(float(stats.get("num_updates", 0)))
+            return [self.validation(stats)]
         return self.event(message)
+
+    def due(self, shown: Optional[int], stats: Dict[str, str]) -> bool:
+        """Are --log-interval updates done since the update ``shown`` (None: nothing shown yet)?"""
+        return shown is None or int(float(stats.get("num_updates", 0))) - shown >= self.log_interval
+
+    def new_best(self, stats: Dict[str, str]) -> bool:
+        """Is this validation the best of the run so far (its value equals fairseq's ``best_`` value)?"""
+        value, best = stats.get(self.metric), stats.get(f"best_{self.metric}")
+        return value is not None and (best is None or abs(float(value) - float(best)) < 1e-9)
 
     def event(self, message: str) -> List[str]:
         """The lines of fairseq_cli.train's and the trainer's messages that matter to a user."""
@@ -146,6 +167,7 @@ class Progress:
         if self.start_time is None and (message.startswith("Start iterating") or message.startswith("begin training")):
             self.start_time = self.clock()
         if message.startswith("Stopping training due to") or message.startswith("done training in"):
+            self.stopping = True
             return [message]
         return []
 
@@ -153,6 +175,7 @@ class Progress:
         self.budget = Budget(max_update=settings.get("max_update", 0), max_epoch=settings.get("max_epoch", 0),
                              stop_time_hours=settings.get("stop_time_hours", 0.0))
         self.metric = settings.get("best_checkpoint_metric", "loss")
+        self.log_interval = max(1, settings.get("log_interval", self.log_interval))
         self.maximize = settings.get("maximize_best_checkpoint_metric", False)
 
     def progress(self, stats: Dict[str, str]) -> str:
