@@ -44,3 +44,31 @@ def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
     assert from_work.replace(str(work.resolve()), "RUN") == from_archive.replace(str(dest.resolve()), "RUN")
     assert "| 2:single_sem | beam | 30.00 |" in from_archive
     assert "| 2:single_sem | 1:single_mle | +5.00 [+5.00, +5.00]" in from_archive  # paired bootstrap kept
+
+
+def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(tmp_path):
+    """Section 1 reads each system's training record; section 5 holds a direction only over two or more seeds."""
+    import json
+
+    import dca2018_report as report
+    from compare import code_record, training_code
+
+    work = tmp_path / "work"
+    for folder in ("logs", "outputs", "data"):
+        (work / folder).mkdir(parents=True)
+    for seed, gain in ((1, 0.05), (2, 0.04)):
+        finished_system(work, f"1:single_mle_seed{seed}", 0.25)
+        finished_system(work, f"2:single_sem_seed{seed}", 0.25 + gain)
+    now = code_record(training_code("dca_lstm_cnndm_small"))
+    records = {"1_single_mle_seed1": dict(now, commit="abc1234", sha256="0" * 64), "2_single_sem_seed1": now,
+               "1_single_mle_seed2": None}
+    for folder, code in records.items():
+        record = {"train_options": ["-c", "dca_lstm_cnndm_small", "--max-update", "10"], "code": code}
+        (work / "models" / folder / "training.json").write_text(json.dumps(record))
+    text = report.report([work], tmp_path / "r.md", "cmd")
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ") and "| beam |" in line}
+    assert rows["1:single_mle_seed1"].endswith("| older (commit abc1234) |")
+    assert rows["2:single_sem_seed1"].endswith("| this checkout |")
+    assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # a record without the code
+    assert rows["2:single_sem_seed2"].endswith("| not recorded |")  # no record at all
+    assert "| 2:single_sem | 1:single_mle | 2 | B > A in every seed (2): +5.00 [+5.00, +5.00], +4.00" in text

@@ -436,3 +436,14 @@ def test_reuse_stale_is_refused_with_the_slurm_launcher():
                   "lcsts_char", "--updates", "3", "--variant", "a:lcsts_char", "--reuse-stale", "--launcher", "slurm"],
                  check=False)
     assert result.returncode == 2 and "--reuse-stale keeps older systems in local runs only" in result.stderr
+
+
+def test_verdict_holds_a_direction_only_when_every_seed_shows_it_with_its_interval():
+    from lib import verdict
+
+    assert verdict([(1.0, 0.2, 1.8), (0.6, 0.1, 1.1)]).startswith("B > A in every seed (2)")
+    assert verdict([(-1.0, -1.8, -0.2), (-0.6, -1.1, -0.1)]).startswith("B < A in every seed (2)")
+    assert verdict([(1.0, 0.2, 1.8), (0.3, -0.4, 1.0)]).startswith("inconclusive")  # one interval spans zero
+    assert verdict([(1.0, 0.2, 1.8), (-0.9, -1.5, -0.3)]).startswith("inconclusive")  # the seeds disagree
+    assert verdict([(3.0, 2.0, 4.0)]) == "inconclusive (one seed: +3.00 [+2.00, +4.00])"
+    assert verdict([]) == "inconclusive (no seed)"

@@ -12,7 +12,11 @@ Each WORK is a compare.py work folder (results.json, outputs/, models/, data/). 
      test references' sentence ends (teacher-forced, the "after" reading), and the share of generated sentences
      that repeat the sentence before (distance 1) or the one before that (distance 2), without blocking; and
      for dca_lstm how the decoder spreads its agent attention g^t (entropy against a uniform g^t, largest weight).
-Systems labelled LABEL_seedN are seeds of LABEL; section 4 gives the mean over the seeds each row has.
+Systems labelled LABEL_seedN are seeds of LABEL; section 4 gives the mean over the seeds each row has, and
+section 5 the verdict of each comparison by the project's rule (``lib.verdict``): a direction holds only when
+every seed run (two or more) shows it with a paired interval that excludes zero, else it is inconclusive.
+Section 1 says for each system the code that trained it, from its training record (MODEL/training.json):
+this checkout's, older (the commit it names), or not recorded (trained before the records covered code).
 
     python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
 
@@ -29,7 +33,8 @@ from typing import Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from lib import ROOT, ROUGE_ROW, Experiment, read_lines, repetition, sentences, train_facts  # noqa: E402
+from compare import code_record, training_code  # noqa: E402
+from lib import ROOT, ROUGE_ROW, Experiment, read_lines, repetition, sentences, train_facts, verdict  # noqa: E402
 from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402
 
 RESAMPLES = 10000
@@ -179,15 +184,32 @@ def fmt(value, digits=2) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
+def trained_on(run, label: str, current: Dict[str, str]) -> str:
+    """Which code trained the system, from its training record: "this checkout", "older (commit X)", or "not
+    recorded"; ``current`` caches this checkout's fingerprint per config."""
+    record = run.work / "models" / label.replace(":", "_") / "training.json"
+    if not label or not record.is_file():
+        return "" if not label else "not recorded"
+    facts = json.loads(record.read_text(encoding="utf-8"))
+    code, options = facts.get("code"), facts.get("train_options") or []
+    if not code:
+        return "not recorded"
+    config = options[1] if len(options) > 1 and options[0] == "-c" else None
+    if config not in current:
+        current[config] = code_record(training_code(config))["sha256"] if config else None
+    return "this checkout" if code.get("sha256") == current[config] else f"older (commit {code.get('commit')})"
+
+
 def main_table(entries) -> List[str]:
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | mean length | "
-             "valid NLL (bits/token) | valid cos(q, q-1) | train min |", "|" + "---|" * 10]
+             "valid NLL (bits/token) | valid cos(q, q-1) | train min | trained on code |", "|" + "---|" * 11]
+    current = {}
     for e in entries:
         t, r = e["trained"], e["rouge"]
         lines.append(f"| {e['system']} | {e['decode']} | {fmt(r['ROUGE-1'])} | {fmt(r['ROUGE-2'])} | "
                      f"{fmt(r['ROUGE-L'])} | {fmt(e.get('repeated_trigrams'))} | {fmt(e.get('mean_length'), 1)} | "
                      f"{fmt(t.get('valid_nll_bits'), 3)} | {fmt(t.get('valid_end_cos_1'), 3)} | "
-                     f"{fmt(t.get('train_min'), 1)} |")
+                     f"{fmt(t.get('train_min'), 1)} | {trained_on(e['run'], e['system'] if t else '', current)} |")
     return lines
 
 
@@ -205,10 +227,40 @@ COMPARED = {  # besides row 1: the poster's row above, and each control against 
 }
 
 
+def bootstrap(a: Dict, b: Dict):
+    """[(difference, low, high)] of B - A in ROUGE points for ROUGE-1, -2, -L, paired over the test documents."""
+    delta, low, high, _ = paired_bootstrap(read_per_doc(a["per_doc"]), read_per_doc(b["per_doc"]), RESAMPLES, 1)
+    return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
+
+
 def interval(a: Dict, b: Dict) -> str:
     """'+1.23 [+0.10, +2.40]' for ROUGE-1, ROUGE-2 and ROUGE-L of B - A, paired over the test documents."""
-    delta, low, high, _ = paired_bootstrap(read_per_doc(a["per_doc"]), read_per_doc(b["per_doc"]), RESAMPLES, 1)
-    return " | ".join(f"{100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]" for d, lo, hi in zip(delta, low, high))
+    return " | ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in bootstrap(a, b))
+
+
+def pairs(rows: Dict[str, Dict]):
+    """(B label, A label) of every comparison the report makes within one seed: each trained system against row
+    1, each poster row against the row above it and each control against what it controls (``COMPARED``)."""
+    for label in rows:
+        base, suffix = split_seed(label)
+        for other in ([ROW_1] if base != ROW_1 else []) + list(COMPARED.get(base, ())):
+            if other + suffix in rows:
+                yield label, other + suffix
+
+
+def verdict_table(entries, decode: str) -> List[str]:
+    """Each comparison over the seeds that have it: the verdict by the rule for ROUGE-1, -2 and -L."""
+    rows = {e["system"]: e for e in entries if e["decode"] == decode}
+    seeds = {}
+    for b, a in pairs(rows):
+        key = (split_seed(b)[0], split_seed(a)[0])
+        seeds.setdefault(key, []).append(bootstrap(rows[a], rows[b]))
+    lines = [f"Decoding `{decode}`: B - A over the seed runs that have both.", "",
+             "| B | A | seeds | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
+    for (b, a), runs in seeds.items():
+        cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
+        lines.append(f"| {b} | {a} | {len(runs)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def significance_table(entries, decode: str) -> List[str]:
@@ -217,11 +269,8 @@ def significance_table(entries, decode: str) -> List[str]:
     rows = {e["system"]: e for e in entries if e["decode"] == decode}
     lines = [f"Decoding `{decode}`: B - A in ROUGE points, 95% paired-bootstrap interval.", "",
              "| B | A | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|"]
-    for label, row in rows.items():
-        base, suffix = split_seed(label)
-        for other in ([ROW_1] if base != ROW_1 else []) + list(COMPARED.get(base, ())):
-            if other + suffix in rows:
-                lines.append(f"| {label} | {other + suffix} | {interval(rows[other + suffix], row)} |")
+    for b, a in pairs(rows):
+        lines.append(f"| {b} | {a} | {interval(rows[a], rows[b])} |")
     return lines
 
 
@@ -265,7 +314,13 @@ def report(works: Sequence[Path], out: Path, command: str) -> str:
     lines += ["## 3. Semantic cohesion checks", "",
               "Decoder states at the test references' sentence ends (teacher-forced, `after` reading); repeated "
               "sentences in the beam outputs without blocking.", "", *cohesion_table(entries), "",
-              "## 4. Means over seeds", "", *seed_means(entries), ""]
+              "## 4. Means over seeds", "", *seed_means(entries), "",
+              "## 5. Verdicts by the rule", "",
+              "A direction holds only when every seed run (two or more) shows it with a paired interval that "
+              "excludes zero; otherwise inconclusive. The intervals resample test documents of one trained model "
+              "each, and are not corrected for the number of comparisons.", ""]
+    for decode in decodes:
+        lines += [*verdict_table(entries, decode), ""]
     text = "\n".join(lines)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever checkout the venv was installed from
@@ -227,6 +227,21 @@ def abstraction(sources: Sequence[str], summaries: Sequence[str], lang: str, pre
 def _or_zero(figures: Dict, key: str) -> float:
     """A pooled figure, 0.0 when no document defines it (no summary, or no trigram at all)."""
     return figures.get(key, {}).get("pooled") or 0.0
+
+
+def verdict(runs: Sequence[Tuple[float, float, float]]) -> str:
+    """The project's rule for a direction (B - A) over seed runs, each (difference, low, high) of a paired
+    interval: it holds only when every run, two or more, shows it with an interval that excludes zero.
+    "B > A in every seed (n)", "B < A in every seed (n)", or "inconclusive (...)" saying why."""
+    if len(runs) < 2:
+        return f"inconclusive (one seed: {runs[0][0]:+.2f} [{runs[0][1]:+.2f}, {runs[0][2]:+.2f}])" if runs \
+            else "inconclusive (no seed)"
+    shown = ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in runs)
+    if all(low > 0 for _, low, _ in runs):
+        return f"B > A in every seed ({len(runs)}): {shown}"
+    if all(high < 0 for _, _, high in runs):
+        return f"B < A in every seed ({len(runs)}): {shown}"
+    return f"inconclusive ({shown})"
 
 
 def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
