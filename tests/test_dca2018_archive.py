@@ -66,7 +66,8 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
         record = {"train_options": ["-c", "dca_lstm_cnndm_small", "--max-update", "10"], "code": code}
         (work / "models" / folder / "training.json").write_text(json.dumps(record))
     text = report.report([work], tmp_path / "r.md", "cmd")
-    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ") and "| beam |" in line}
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines()
+            if line.startswith("| ") and "| beam |" in line}
     assert rows["1:single_mle_seed1"].endswith("| older (commit abc1234) |")
     assert rows["2:single_sem_seed1"].endswith("| this checkout |")
     assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # a record without the code
