@@ -7,8 +7,8 @@ fairseq-train writes hydra's deprecation notices, the whole configuration, the m
 ``--log-interval`` updates.  This reader appends all of it to the log and writes to stderr only: the model and
 its size, a resumed run's starting point, one progress line per logged interval (updates done against the
 budget, the losses, updates per second and an estimate of the time left; an epoch's end stands in for it when
-epochs are shorter), the validations with the best value so far (one per interval, and every new best and the
-last), fairseq's warnings and errors, and why and when training stopped.  With ``--echo`` every line goes to
+epochs are shorter), the validations with the best value so far (one per interval, and the last), fairseq's
+warnings and errors, and why and when training stopped.  With ``--echo`` every line goes to
 stderr as well (``train.sh --verbose``).  fairseq's ``simple`` and ``json`` log formats are read.
 
 The budget is read from fairseq's configuration line: ``--max-update``, ``--max-epoch`` (updates per epoch are
@@ -133,7 +133,7 @@ class Progress:
             return [f"end of epoch {epoch}: {self.progress(stats)}"]
         if name == "valid":
             stats = read_stats(message)
-            if not stats or not (self.stopping or self.new_best(stats) or self.due(self.shown_validation, stats)):
+            if not stats or not (self.stopping or self.due(self.shown_validation, stats)):
                 return []
             self.shown_validation = int(float(stats.get("num_updates", 0)))
             return [self.validation(stats)]
@@ -142,11 +142,6 @@ class Progress:
     def due(self, shown: Optional[int], stats: Dict[str, str]) -> bool:
         """Are --log-interval updates done since the update ``shown`` (None: nothing shown yet)?"""
         return shown is None or int(float(stats.get("num_updates", 0))) - shown >= self.log_interval
-
-    def new_best(self, stats: Dict[str, str]) -> bool:
-        """Is this validation the best of the run so far (its value equals fairseq's ``best_`` value)?"""
-        value, best = stats.get(self.metric), stats.get(f"best_{self.metric}")
-        return value is not None and (best is None or abs(float(value) - float(best)) < 1e-9)
 
     def event(self, message: str) -> List[str]:
         """The lines of fairseq_cli.train's and the trainer's messages that matter to a user."""
