@@ -447,3 +447,21 @@ def test_verdict_holds_a_direction_only_when_every_seed_shows_it_with_its_interv
     assert verdict([(1.0, 0.2, 1.8), (-0.9, -1.5, -0.3)]).startswith("inconclusive")  # the seeds disagree
     assert verdict([(3.0, 2.0, 4.0)]) == "inconclusive (one seed: +3.00 [+2.00, +4.00])"
     assert verdict([]) == "inconclusive (no seed)"
+
+
+def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_now(tmp_path):
+    from compare import check_data_config
+    from lib import config_array
+
+    record = tmp_path / "config.json"
+    prep_args = config_array("lcsts_char", "PREP_ARGS")
+    record.write_text(json.dumps({"name": "lcsts_char", "prep_args": prep_args}))
+    check_data_config(tmp_path, "lcsts_char")  # the same: reused
+    with pytest.raises(SystemExit, match=r"prepared with -c lcsts_char .*not --config scitldr_small"):
+        check_data_config(tmp_path, "scitldr_small")
+    record.write_text(json.dumps({"name": "lcsts_char", "prep_args": prep_args[:-1] + ["999"]}))
+    with pytest.raises(SystemExit, match=r"delete .* to prepare it again"):
+        check_data_config(tmp_path, "lcsts_char")  # the config's PREP_ARGS changed since
+    record.unlink()
+    with pytest.raises(SystemExit, match=r"prepared with -c \(unrecorded\)"):
+        check_data_config(tmp_path, "lcsts_char")

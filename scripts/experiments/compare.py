@@ -61,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
-from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, decode_facts, hold_lock,  # noqa: E402
-                 lcsts_raw, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
+from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, config_array, decode_facts,  # noqa: E402
+                 hold_lock, lcsts_raw, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
 
 SPLITS = ("train", "valid", "test")
 
@@ -126,7 +126,9 @@ def split_spec(parser, option: str, text: str, fields: int):
 
 def prepare_data(exp: Experiment, args):
     raw, data = exp.work / "raw", exp.work / "data"
-    if not (data / "bin" / "dict.src.txt").is_file():
+    if (data / "bin" / "dict.src.txt").is_file():
+        check_data_config(data, args.config)
+    else:
         shutil.rmtree(data, ignore_errors=True)
         if args.corpus == "lcsts":
             lcsts_raw(exp, raw, args.valid_size)
@@ -138,6 +140,18 @@ def prepare_data(exp: Experiment, args):
     counts = {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
     lang = json.loads((data / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
     return raw, data, counts, lang
+
+
+def check_data_config(data: Path, config: str) -> None:
+    """Reusing WORK/data is right only when --config prepared it as it reads now (DATA/config.json: the config's
+    name and its resolved PREP_ARGS); otherwise the table's header would name a config its data did not get."""
+    record = data / "config.json"
+    have = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    want = config_array(config, "PREP_ARGS")
+    if have.get("name") != config or have.get("prep_args") != want:
+        sys.exit(f"compare.py: {data} was prepared with -c {have.get('name', '(unrecorded)')} "
+                 f"{' '.join(have.get('prep_args') or [])}, not --config {config} ({' '.join(want)}): give another "
+                 f"--work, or delete {data} to prepare it again")
 
 
 def copy_raw(source: Path, raw: Path) -> None:
