@@ -48,6 +48,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import os
 import re
 import shlex
 import shutil
@@ -473,7 +474,7 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
         rows.insert(0, lead_row(exp, raw, data, lang, args.lead))
     argv = sys.argv[1:-4] if args.step else sys.argv[1:]  # a Slurm job's: + --work WORK --step STEP
     command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in argv)
-    lines = [f"# {args.name}", "", f"Command: `{command}`", "",
+    lines = [f"# {args.name}", "", f"Command: `{command}`", "", provenance(), "",
              f"Corpus `{args.corpus}`: {counts['train']} training, {counts['valid']} validation, {counts['test']} "
              f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
              f"Budget: {args.updates} updates per system (unless its line below says otherwise)"
@@ -500,6 +501,20 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
     (exp.work / "results.md").write_text("\n".join(lines + [""]), encoding="utf-8")
     (exp.work / "results.json").write_text(json.dumps({"rows": rows, "trained": trained}, indent=1) + "\n")
     print("\n".join(lines))
+
+
+def provenance() -> str:
+    """Where and with what a table was made: the commit, the date, the machine and the versions."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+    from machine import cpu_model
+
+    gpu = f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "; no GPU"
+    return (f"Made at commit {git_commit() or 'unknown (not a git checkout)'} on "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {cpu_model()}, {os.cpu_count()} logical CPUs"
+            f"{gpu}; fairseq-fixed {package_version('fairseq-fixed')}, torch {package_version('torch')}. Each system "
+            "trains with its config's --seed unless its options below give another: one seed per row.")
 
 
 def run_local(exp: Experiment, args) -> None:
