@@ -63,8 +63,8 @@ def test_slurm_table_equals_local_survives_a_requeue_and_never_resubmits(cluster
         assert read(work / "outputs" / f"{system}.greedy.txt") == read(local / "outputs" / f"{system}.greedy.txt")
     header = (work / "results.md").read_text()
     assert "| no_copy |" in header
-    assert re.search(r"^Made at commit \S+ on \d{4}-\d\d-\d\d \d\d:\d\d UTC: .*logical CPUs; .*fairseq-fixed \S+, torch",
-                     header, flags=re.M), header[:600]
+    made = r"^Made at commit \S+ on \d{4}-\d\d-\d\d \d\d:\d\d UTC: .*logical CPUs; .*fairseq-fixed \S+, torch"
+    assert re.search(made, header, flags=re.M), header[:600]
     finished = run(table(raw, work, "--launcher", "slurm"), env=slurm_env)
     assert "submitted" not in finished.stdout and finished.stdout.count(": finished (") == 2, finished.stdout
 
