@@ -1,6 +1,9 @@
 """dca2018_cnndm.py --archive: what the report reads of a run, kept without checkpoints, rebuilds the same table."""
 import sys
+import tarfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
@@ -27,21 +30,22 @@ def finished_system(work: Path, label: str, f1: float) -> None:
 def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
     import dca2018_report as report
 
-    work, dest = tmp_path / "work", tmp_path / "archive"
+    work, dest = tmp_path / "work", tmp_path / "archive" / "seed1.tar.xz"
     for folder in ("logs", "outputs", "data"):
         (work / folder).mkdir(parents=True)
     (work / "data" / "train.bin").write_bytes(b"data")
     finished_system(work, "1:single_mle", 0.25)
     finished_system(work, "2:single_sem", 0.30)
 
-    copies = report.archive(work, dest)
-    assert copies and all(dest in copy.parents for copy in copies)
-    assert not list(dest.rglob("*.pt")) and not (dest / "data").exists()
-    assert (dest / "logs" / "rouge_2:single_sem.beam.per_doc.tsv").is_file()
+    members = report.archive(work, dest)
+    with tarfile.open(dest) as packed:
+        assert sorted(packed.getnames()) == sorted(members)
+    assert not [m for m in members if m.endswith(".pt") or m.startswith("data")]
+    assert "logs/rouge_2:single_sem.beam.per_doc.tsv" in members
 
     from_work = report.report([work], tmp_path / "a.md", "cmd")
     from_archive = report.report([dest], tmp_path / "b.md", "cmd")
-    assert from_work.replace(str(work.resolve()), "RUN") == from_archive.replace(str(dest.resolve()), "RUN")
+    assert from_work.replace(str(work.resolve()), "RUN") == from_archive.replace(str(dest), "RUN")
     assert "| 2:single_sem | beam | 30.00 |" in from_archive
     assert "| 2:single_sem | 1:single_mle | +5.00 [+5.00, +5.00]" in from_archive  # paired bootstrap kept
 
@@ -73,3 +77,10 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
     assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # a record without the code
     assert rows["2:single_sem_seed2"].endswith("| not recorded |")  # no record at all
     assert "| 2:single_sem | 1:single_mle | 2 | B > A in every seed (2): +5.00 [+5.00, +5.00], +4.00" in text
+
+
+def test_an_archive_that_is_not_a_tar_xz_is_refused(tmp_path):
+    import dca2018_report as report
+
+    with pytest.raises(SystemExit, match=r"must be a \.tar\.xz file"):
+        report.archive(tmp_path, tmp_path / "archive")

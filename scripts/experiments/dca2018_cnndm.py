@@ -5,7 +5,7 @@
                                                 [--threads 1] [--only LABEL,LABEL...] [--seed N] [--controls]
                                                 [--launcher local|slurm [--partition P --gpus N --time T ...]]
     python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
-    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
+    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST.tar.xz
     python scripts/experiments/dca2018_cnndm.py --scale paper --raw DIR | --dry-run   (paper_scale.py's DCA2018)
 
 One run of scripts/experiments/compare.py on CNN/DM from ../shared/data (9,200 training, 300 validation, 500
@@ -43,8 +43,8 @@ by side on a second core; row 6 needs row 5 in the same WORK).  ``--seed N`` (ot
 with that seed, labelled LABEL_seedN.  compare.py reuses a finished system only when its training record
 matches exactly, so a table resumes from its finished systems.  ``--report`` writes one table from the work
 folders of several runs (scripts/experiments/dca2018_report.py: paired bootstraps, the cohesion checks, seed
-means); ``--archive WORK DEST`` keeps what the report reads of a run (docs/results/dca2018_cnndm/) so the
-table can be rebuilt without the work folder.
+means, verdicts); ``--archive WORK DEST.tar.xz`` packs what the report reads of a run into one archive
+(docs/results/dca2018_cnndm/) so the table can be rebuilt without the work folder.
 """
 import argparse
 import os
@@ -145,8 +145,8 @@ def main():
                         help="write the report of these finished work folders instead of running")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "dca2018_cnndm.md")
     parser.add_argument("--archive", type=Path, nargs=2, metavar=("WORK", "DEST"),
-                        help="copy what the report reads of WORK (no checkpoints, no data) into DEST, which "
-                             "--report then reads as a work folder")
+                        help="pack what the report reads of WORK (no checkpoints, no data) into DEST, a .tar.xz "
+                             "that --report then reads as a work folder")
     paper_scale.add_options(parser)
     slurm_launcher.add_options(parser)  # passed on to compare.py
     args = parser.parse_args()
@@ -157,7 +157,7 @@ def main():
         from dca2018_report import archive
 
         copies = archive(*args.archive)
-        print(f"dca2018_cnndm: {len(copies)} files archived in {args.archive[1]}", file=sys.stderr)
+        print(f"dca2018_cnndm: {len(copies)} files packed into {args.archive[1]}", file=sys.stderr)
         return
     if args.report:
         from dca2018_report import report

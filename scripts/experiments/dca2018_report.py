@@ -18,16 +18,18 @@ every seed run (two or more) shows it with a paired interval that excludes zero,
 Section 1 says for each system the code that trained it, from its training record (MODEL/training.json):
 this checkout's, older (the commit it names), or not recorded (trained before the records covered code).
 
-    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST
+    python scripts/experiments/dca2018_cnndm.py --archive WORK DEST.tar.xz
 
-copies what the report reads of a work folder (its summaries, scores, per-document scores, training logs and
-the statistics of its checkpoints, computed first) into DEST, a few MB without checkpoints or data; the report
-reads DEST as it reads a work folder, so a table can be rebuilt after the machine that trained it is gone.
+packs what the report reads of a work folder (its summaries, scores, per-document scores, training logs and
+the statistics of its checkpoints, computed first) into one compressed archive, well under a MB without
+checkpoints or data; the report reads an archive as it reads a work folder (unpacked into a temporary folder),
+so a table and its intervals can be rebuilt after the machine that trained it is gone.
 """
 import json
-import shutil
 import statistics
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence
 
@@ -58,10 +60,11 @@ def split_seed(label: str):
 
 
 class Run:
-    """One compare.py work folder."""
+    """One compare.py work folder (``name``: how the report names it, the archive it was unpacked from)."""
 
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, name: str = None):
         self.work = work.resolve()
+        self.name = name or str(self.work)
         self.exp = Experiment("dca2018_report", self.work)
         results = self.work / "results.json"
         if results.is_file():  # the run finished: compare.py's own figures, repetition counted anew below
@@ -139,22 +142,35 @@ ARCHIVED = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", "
             "models/*/test_stats.json", "models/*/training.json")
 
 
-def archive(work: Path, dest: Path) -> List[Path]:
-    """Computes WORK's per-document scores and checkpoint statistics, then copies every file the report reads
-    (ARCHIVED) to the same place under DEST.  Returns the copies."""
+ARCHIVE_SUFFIX = ".tar.xz"
+
+
+def archive(work: Path, dest: Path) -> List[str]:
+    """Computes WORK's per-document scores and checkpoint statistics, then packs every file the report reads
+    (ARCHIVED) into DEST (a .tar.xz), under the paths they have in WORK.  Returns those paths."""
+    if not dest.name.endswith(ARCHIVE_SUFFIX):
+        raise SystemExit(f"dca2018_report: the archive must be a {ARCHIVE_SUFFIX} file, not {dest}")
     run = Run(work)
     for row in run.rows:
         run.per_doc(output_name(row))
     for label in run.trained:
         run.test_stats(label)
-    copies = []
-    for pattern in ARCHIVED:
-        for path in sorted(run.work.glob(pattern)):
-            copy = dest / path.relative_to(run.work)
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, copy)
-            copies.append(copy)
-    return copies
+    members = [path for pattern in ARCHIVED for path in sorted(run.work.glob(pattern))]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:xz") as packed:
+        for path in members:
+            packed.add(path, arcname=str(path.relative_to(run.work)))
+    return [str(path.relative_to(run.work)) for path in members]
+
+
+def open_run(path: Path, unpacked: Path) -> Run:
+    """A work folder, or an archive of one unpacked under ``unpacked``."""
+    if not path.name.endswith(ARCHIVE_SUFFIX):
+        return Run(path)
+    folder = unpacked / path.name[:-len(ARCHIVE_SUFFIX)]
+    with tarfile.open(path, "r:xz") as packed:
+        packed.extractall(folder, filter="data")
+    return Run(folder, name=str(path))
 
 
 def collect(runs: Sequence[Run]) -> List[Dict]:
@@ -170,8 +186,8 @@ def collect(runs: Sequence[Run]) -> List[Dict]:
             if name in seen:
                 first = seen[name]
                 if first["summaries"] != summaries:
-                    raise SystemExit(f"dca2018_report: {name} has other summaries in {run.work} than in "
-                                     f"{first['run'].work}: report one of them")
+                    raise SystemExit(f"dca2018_report: {name} has other summaries in {run.name} than in "
+                                     f"{first['run'].name}: report one of them")
                 continue
             entry = dict(row, run=run, per_doc=run.per_doc(name), summaries=summaries,
                          trained=run.trained.get(row["system"], {}))
@@ -301,12 +317,16 @@ def seed_means(entries) -> List[str]:
 
 
 def report(works: Sequence[Path], out: Path, command: str) -> str:
-    runs = [Run(work) for work in works]
+    with tempfile.TemporaryDirectory(prefix="dca2018_report.") as unpacked:
+        return write_report([open_run(work, Path(unpacked)) for work in works], out, command)
+
+
+def write_report(runs: Sequence[Run], out: Path, command: str) -> str:
     entries = collect(runs)
     decodes = list(dict.fromkeys(e["decode"] for e in entries if e["decode"]))
     lines = ["# dca2018_cnndm: the poster's ablation of deep communicating agents at CPU scale", "",
              f"Report: `{command}`", "", "Runs (each finished folder's own command is in its results.md):"]
-    lines += [f"- `{run.work}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
+    lines += [f"- `{run.name}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
               for run in runs]
     lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", ""]
     for decode in decodes:
