@@ -67,12 +67,13 @@ def log(message: str) -> None:
 
 
 def run(cmd, log_file: Path) -> float:
-    """Run a command with its output in log_file; exit with the log's tail if it fails.  Returns the wall time."""
+    """Run a command with its output in log_file (train.sh's whole log: TRAIN_VERBOSE=1); exit with the log's tail
+    if it fails.  Returns the wall time."""
     log(" ".join(shlex.quote(str(c)) for c in cmd) + f"   (log: {log_file})")
     start = time.time()
     with log_file.open("w", encoding="utf-8") as out:
         result = subprocess.run(list(map(str, cmd)), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, env=dict(os.environ, TRAIN_VERBOSE="1"))
     if result.returncode != 0:
         tail = log_file.read_text(encoding="utf-8", errors="replace")[-3000:]
         sys.exit(f"see2017_adagrad: failed ({result.returncode}): {cmd[0]}\n{tail}")
@@ -241,7 +242,6 @@ def main():
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
-    os.environ["TRAIN_VERBOSE"] = "1"  # train.sh's whole log in the logs this script reads
     args.work = args.work.resolve()
     logs = args.work / "logs"
     logs.mkdir(parents=True, exist_ok=True)

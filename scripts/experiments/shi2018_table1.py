@@ -64,7 +64,9 @@ RECORD = "train_command.json"  # beside the model: what it was trained with
 
 
 def run(cmd, log=None, env=None):
-    """Runs ``cmd``; with ``log``, its output is appended there (a resumed training adds to its curve)."""
+    """Runs ``cmd``; with ``log``, its output is appended there (a resumed training adds to its curve), train.sh's
+    whole log included (TRAIN_VERBOSE=1: the curve is read from it)."""
+    env = dict(os.environ if env is None else env, TRAIN_VERBOSE="1")
     print("+", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
     if log is None:
         subprocess.run(cmd, check=True, env=env)
@@ -247,7 +249,6 @@ def main():
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
-    os.environ["TRAIN_VERBOSE"] = "1"  # train.sh's whole log in the logs this script reads
     args.work.mkdir(parents=True, exist_ok=True)
 
     data, w2v = prepare(args.work)
