@@ -403,6 +403,7 @@ def test_dca2018_report_lists_a_system_decoded_in_two_runs_once_and_refuses_two_
     class FakeRun:
         def __init__(self, work, rows):
             self.work, self.rows, self.trained = work, rows, {}
+            self.name = str(work)
             (work / "outputs").mkdir(parents=True)
 
         def per_doc(self, name):
@@ -427,8 +428,8 @@ def test_a_failed_system_keeps_its_row_marked_with_its_log():
     rows = [{"system": "ok", "decode": "beam", "rouge": rouge}, {"system": "broken", "failed": "logs/train_broken.log"}]
     lines = compare.table(rows, {"ok": {"updates": 9}})
     assert lines[2].startswith("| ok | beam | 30.00 | 10.00 | 25.00 |")
-    assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 13
-    assert all(line.count("|") == 16 for line in lines[2:])  # as many columns as the header
+    assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 14
+    assert all(line.count("|") == 17 for line in lines[2:])  # as many columns as the header
 
 
 def test_reuse_stale_is_refused_with_the_slurm_launcher():
@@ -465,3 +466,18 @@ def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_no
     record.unlink()
     with pytest.raises(SystemExit, match=r"prepared with -c \(unrecorded\)"):
         check_data_config(tmp_path, "lcsts_char")
+
+
+def test_a_row_below_lead_or_fairseqs_lstm_is_flagged_in_the_table():
+    def row(system, decode, r1):
+        return {"system": system, "decode": decode, "rouge": {"ROUGE-1": r1, "ROUGE-2": 1.0, "ROUGE-L": 1.0}}
+
+    rows = [row("LEAD-3", "", 29.2), row("control:fairseq_lstm", "beam", 21.0),
+            row("control:fairseq_lstm", "greedy", 18.0), row("pgn", "beam", 30.0), row("pgn", "greedy", 20.0),
+            row("gru", "beam", 19.0), {"system": "x", "failed": "log"}]
+    flags = compare.baseline_flags(rows)
+    assert [flags.get(id(r), "") for r in rows[:6]] == ["", "**LEAD-3**", "**LEAD-3**", "", "**LEAD-3**",
+                                                        "**LEAD-3**, **control:fairseq_lstm**"]
+    lines = compare.table(rows, {})
+    assert lines[0].endswith("| below a trivial baseline |") and lines[-2].endswith(
+        "| **LEAD-3**, **control:fairseq_lstm** |")

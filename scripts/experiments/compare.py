@@ -439,11 +439,12 @@ def fmt(value, digits=2):
 
 def table(rows, trained):
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | summaries with a repeat % | "
-             "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | train min | train words/s | valid NLL (bits/token) |",
-             "|" + "---|" * 15]
+             "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | train min | train words/s "
+             "| valid NLL (bits/token) | below a trivial baseline |", "|" + "---|" * 16]
+    flags = baseline_flags(rows)
     for row in rows:
         if "failed" in row:  # a system whose job failed: kept in the table, marked
-            lines.append(f"| {row['system']} | **failed**: see `{row['failed']}` |" + " |" * 13)
+            lines.append(f"| {row['system']} | **failed**: see `{row['failed']}` |" + " |" * 14)
             continue
         facts = trained.get(row["system"], {})
         rouge = row["rouge"]
@@ -452,8 +453,28 @@ def table(rows, trained):
             fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1),
             fmt(row.get("novel_2grams"), 1), fmt(row.get("copied_sentences"), 1), fmt(row.get("mean_length"), 1),
             fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("train_min"), 1),
-            fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3)]) + " |")
+            fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3), flags.get(id(row), "")]) + " |")
     return lines
+
+
+TRIVIAL = re.compile(r"^(LEAD-\d+|control:fairseq_lstm\w*)$")  # the rows of the trivial baselines
+
+
+def baseline_flags(rows) -> dict:
+    """id(row) -> "**LEAD-3**, ..." for each row whose ROUGE-1 is below a trivial baseline's in the same table (a
+    LEAD-k row; fairseq's `lstm`, labelled control:fairseq_lstm, at the same decoding): a bad setup or an
+    untrained model until a control explains it."""
+    scored = [row for row in rows if "failed" not in row]
+    baselines = [row for row in scored if TRIVIAL.match(row["system"])]
+    flags = {}
+    for row in scored:
+        if row["system"].startswith("LEAD-"):
+            continue
+        below = [base["system"] for base in baselines if base["system"] != row["system"]
+                 and base["decode"] in ("", row["decode"]) and row["rouge"]["ROUGE-1"] < base["rouge"]["ROUGE-1"]]
+        if below:
+            flags[id(row)] = ", ".join(f"**{name}**" for name in below)
+    return flags
 
 
 def lead_row(exp: Experiment, raw: Path, data: Path, lang: str, size: int) -> dict:
