@@ -80,7 +80,7 @@ def generate_input(exp: Experiment, corpus: str) -> Dict:
             result = subprocess.run([str(ROOT / "generate.sh"), "--input", source, str(data), str(model)], cwd=ROOT,
                                     env=user_env(exp), stdin=stdin, capture_output=True, text=True, check=True)
         found[how] = {"lines": result.stdout.split("\n")[:-1],
-                      "warnings": [line for line in result.stderr.splitlines() if "empty" in line]}
+                      "warnings": [line for line in result.stderr.splitlines() if "warning" in line.lower()]}
     return found
 
 
@@ -94,7 +94,7 @@ def api(exp: Experiment, corpus: str) -> Dict:
                              json.dumps(documents(exp, corpus))], cwd=ROOT, env=user_env(exp), capture_output=True,
                             text=True, check=True)
     return {"answers": json.loads(result.stdout), "warnings": [line for line in result.stderr.splitlines()
-                                                              if "empty" in line]}
+                                                              if "warning" in line.lower()]}
 
 
 def post(url: str, body) -> Tuple[int, Dict]:
