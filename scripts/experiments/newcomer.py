@@ -14,7 +14,8 @@ converted as scripts/experiments/checkpoint_choice.py converts them.  For each:
 Then the drain: tests/test_serve.py's SIGTERM-under-load test ``--drain-runs`` times with two busy loops on the
 machine beside it (so that the test runs on a loaded machine), and how many runs passed.
 Which checkpoint the default is, against best-by-loss and last, is docs/results/checkpoint_choice.md's measure.
-A finished training is reused (delete WORK/CORPUS/model to train again); the report is rebuilt every run.
+A finished training is reused (delete WORK/CORPUS/model to train again), and so are the drain runs
+(WORK/drain.json, delete it to run them again); the report, rebuilt every run, says the commit each was made at.
 """
 import argparse
 import json
@@ -52,16 +53,18 @@ def train(exp: Experiment, corpus: str, updates: int) -> Dict:
     """train.sh as a user runs it; its terminal kept in WORK/CORPUS/train.terminal."""
     config, _ = CORPORA[corpus]
     model, terminal = exp.work / corpus / "model", exp.work / corpus / "train.terminal"
+    made_at = exp.work / corpus / "train.commit"
     if not (model / "checkpoint_last.pt").is_file() or not terminal.is_file():
         exp.log(f"{corpus}: train.sh -c {config}, {updates} updates, as a user runs it")
         with terminal.open("w", encoding="utf-8") as err:
             subprocess.run([str(ROOT / "train.sh"), "-c", config, str(prepared(exp, corpus)), str(model),
                             "--max-update", str(updates)], cwd=ROOT, env=user_env(exp), stdout=subprocess.DEVNULL,
                            stderr=err, stdin=subprocess.DEVNULL, check=True)
+        made_at.write_text(commit() + "\n", encoding="utf-8")
     lines = read_lines(terminal)
     log = read_lines(model / "train.log")
-    return {"terminal_lines": len(lines), "log_lines": len(log), "shown": [line.strip() for line in lines
-                                                                             if SHOWN.match(line)]}
+    return {"terminal_lines": len(lines), "log_lines": len(log), "commit": made_at.read_text().strip(),
+            "shown": [line.strip() for line in lines if SHOWN.match(line)]}
 
 
 def documents(exp: Experiment, corpus: str) -> List[str]:
@@ -130,7 +133,10 @@ def server(exp: Experiment, corpus: str) -> Dict:
 
 
 def drain(exp: Experiment, runs: int) -> List[Dict]:
-    """The SIGTERM-under-load test, ``runs`` times, each with two busy loops beside it."""
+    """The SIGTERM-under-load test, ``runs`` times, each with two busy loops beside it (kept in WORK/drain.json)."""
+    kept = exp.work / "drain.json"
+    if kept.is_file() and len(json.loads(kept.read_text())) == runs:
+        return json.loads(kept.read_text())
     results = []
     for number in range(1, runs + 1):
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
@@ -146,8 +152,15 @@ def drain(exp: Experiment, runs: int) -> List[Dict]:
                 process.wait()
         exp.log(f"drain run {number}: exit {result.returncode} ({time.time() - start:.0f} s, load {load:.1f})")
         results.append({"passed": result.returncode == 0, "seconds": round(time.time() - start, 1),
-                        "load": round(load, 1), "tail": result.stdout.splitlines()[-1:] if result.stdout else []})
+                        "load": round(load, 1), "tail": result.stdout.splitlines()[-1:] if result.stdout else [],
+                        "commit": commit()})
+    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return results
+
+
+def commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def render(found: Dict, drains: List[Dict], args, commit: str) -> str:
@@ -162,9 +175,9 @@ def render(found: Dict, drains: List[Dict], args, commit: str) -> str:
         lines += [f"## {corpus} (`-c {CORPORA[corpus][0]}`)", "", "preprocess.sh's warnings:", ""]
         lines += [f"    {line}" for line in facts["preprocess"]] or ["    (none)"]
         train_facts = facts["train"]
-        lines += ["", f"train.sh, {args.updates} updates: **{train_facts['terminal_lines']} lines on the terminal**; "
-                  f"its log (`SAVE_DIR/train.log`, what `--verbose` shows) has {train_facts['log_lines']}. "
-                  "The terminal's own lines:", ""]
+        lines += ["", f"train.sh, {args.updates} updates (trained at commit {train_facts['commit']}): "
+                  f"**{train_facts['terminal_lines']} lines on the terminal**; its log (`SAVE_DIR/train.log`, what "
+                  f"`--verbose` shows) has {train_facts['log_lines']}. The terminal's own lines:", ""]
         lines += [f"    {line}" for line in train_facts["shown"]]
         lines += ["", "An empty and a blank document between two real ones (inputs 2 and 3 of 4):", "",
                   "| path | outputs | output 2 | output 3 | warnings |", "|---|---|---|---|---|"]
@@ -185,8 +198,9 @@ def render(found: Dict, drains: List[Dict], args, commit: str) -> str:
         lines += ["", f'`{{"documents": []}}` to summ-serve: HTTP {status}, {json.dumps(answer)}', ""]
     passed = sum(run["passed"] for run in drains)
     lines += ["## The drain under load", "",
-              f"`{DRAIN_TEST}`, {len(drains)} runs, each with two busy loops beside it: **{passed} of {len(drains)} "
-              "passed** (the test requires a refusal within 1 s of SIGTERM while accepted requests decode).", "",
+              f"`{DRAIN_TEST}`, {len(drains)} runs at commit {drains[0].get('commit', '?') if drains else '?'}, each "
+              f"with two busy loops beside it: **{passed} of {len(drains)} passed** (the test requires a refusal "
+              "within 1 s of SIGTERM while accepted requests decode).", "",
               "| run | passed | seconds | 1-minute load at its start |", "|---|---|---|---|"]
     lines += [f"| {i} | {'yes' if run['passed'] else 'no: ' + ' '.join(run['tail'])} | {run['seconds']} | "
               f"{run['load']} |" for i, run in enumerate(drains, 1)]
@@ -207,9 +221,7 @@ def main() -> None:
                          "generate": generate_input(exp, corpus), "api": api(exp, corpus),
                          "server": server(exp, corpus)}
     drains = drain(exp, args.drain_runs)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    args.out.write_text(render(found, drains, args, commit), encoding="utf-8")
+    args.out.write_text(render(found, drains, args, commit()), encoding="utf-8")
     exp.log(f"wrote {args.out}")
 
 
