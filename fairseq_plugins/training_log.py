@@ -121,23 +121,27 @@ class Progress:
         if level in SHOWN_LEVELS:
             return [f"{level.lower()}: {name}: {message}"]
         if name in ("train_inner", "train"):  # every --log-interval updates; the end of an epoch
-            stats = read_stats(message)
-            if not stats or "num_updates" not in stats:
-                return []
-            if name == "train" and not self.due(self.shown_progress, stats):
-                return []  # short epochs: at most one progress line per --log-interval updates
-            self.shown_progress = int(float(stats["num_updates"]))
-            if name == "train_inner":
-                return [self.progress(stats)]
-            epoch = stats.pop("epoch", "?")
-            return [f"end of epoch {epoch}: {self.progress(stats)}"]
+            return self.training_record(name, read_stats(message))
         if name == "valid":
-            stats = read_stats(message)
-            if not stats or not (self.stopping or self.due(self.shown_validation, stats)):
-                return []
-            self.shown_validation = int(float(stats.get("num_updates", 0)))
-            return [self.validation(stats)]
+            return self.validation_record(read_stats(message))
         return self.event(message)
+
+    def training_record(self, name: str, stats: Optional[Dict[str, str]]) -> List[str]:
+        if not stats or "num_updates" not in stats:
+            return []
+        if name == "train" and not self.due(self.shown_progress, stats):
+            return []  # short epochs: at most one progress line per --log-interval updates
+        self.shown_progress = int(float(stats["num_updates"]))
+        if name == "train_inner":
+            return [self.progress(stats)]
+        epoch = stats.pop("epoch", "?")
+        return [f"end of epoch {epoch}: {self.progress(stats)}"]
+
+    def validation_record(self, stats: Optional[Dict[str, str]]) -> List[str]:
+        if not stats or not (self.stopping or self.due(self.shown_validation, stats)):
+            return []  # at most one validation line per --log-interval updates, and the last
+        self.shown_validation = int(float(stats.get("num_updates", 0)))
+        return [self.validation(stats)]
 
     def due(self, shown: Optional[int], stats: Dict[str, str]) -> bool:
         """Are --log-interval updates done since the update ``shown`` (None: nothing shown yet)?"""
