@@ -20,9 +20,10 @@
 #
 # fairseq-train's whole output is appended to SAVE_DIR/train.log.  The terminal (stderr; stdout stays empty) shows
 # the steps, the model's size, the budget, one progress line per --log-interval with updates/s and the time left,
-# each validation, fairseq's warnings and errors, and at the end the best and the last checkpoint
-# (fairseq_plugins/training_log.py).  --verbose, or TRAIN_VERBOSE=1 in the environment, shows the whole log on
-# stderr as well.  When fairseq-train fails, the end of its log is shown.
+# the validations (one per --log-interval, and the last), fairseq's warnings and errors, and at the end the best
+# and the last checkpoint (fairseq_plugins/training_log.py).  --verbose, or TRAIN_VERBOSE=1 in the environment,
+# shows the whole log on stderr as well.  When fairseq-train fails, its last traceback (or its error line) is
+# shown, with the log's name.
 #
 # The options of this script (-c, --force-config, --verbose) go anywhere before DATA_DIR.
 # Exit status: 0 success, 1 runtime failure (fairseq-train's own status when it fails), 2 usage or bad input.
