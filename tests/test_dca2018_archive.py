@@ -84,3 +84,16 @@ def test_an_archive_that_is_not_a_tar_xz_is_refused(tmp_path):
 
     with pytest.raises(SystemExit, match=r"must be a \.tar\.xz file"):
         report.archive(tmp_path, tmp_path / "archive")
+
+
+def test_the_report_says_how_many_intervals_it_prints(tmp_path):
+    import dca2018_report as report
+
+    work = tmp_path / "work"
+    for folder in ("logs", "outputs", "data"):
+        (work / folder).mkdir(parents=True)
+    for label in ("1:single_mle", "2:single_sem", "3:agents_no_comm"):
+        finished_system(work, label, 0.25)
+    text = report.report([work], tmp_path / "r.md", "cmd")
+    # 2 and 3 against row 1, and 3 against 2: 3 comparisons, one decoding
+    assert "3 comparisons x 3 scores = 9 intervals at 95 %, none corrected" in text

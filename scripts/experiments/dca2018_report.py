@@ -328,7 +328,10 @@ def write_report(runs: Sequence[Run], out: Path, command: str) -> str:
              f"Report: `{command}`", "", "Runs (each finished folder's own command is in its results.md):"]
     lines += [f"- `{run.name}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
               for run in runs]
-    lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", ""]
+    count = sum(len(list(pairs({e["system"]: e for e in entries if e["decode"] == d}))) for d in decodes)
+    lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", "",
+              f"{count} comparisons x 3 scores = {3 * count} intervals at 95 %, none corrected for their number: "
+              f"by chance alone about {3 * count // 20} of them would exclude zero if no system differed.", ""]
     for decode in decodes:
         lines += [*significance_table(entries, decode), ""]
     lines += ["## 3. Semantic cohesion checks", "",
