@@ -172,39 +172,51 @@ def render(found: Dict, drains: List[Dict], args, commit: str) -> str:
              "title, `-c lcsts_char`). Which checkpoint the default is, against best-by-loss and last: "
              "`docs/results/checkpoint_choice.md`.", ""]
     for corpus, facts in found.items():
-        lines += [f"## {corpus} (`-c {CORPORA[corpus][0]}`)", "", "preprocess.sh's warnings:", ""]
-        lines += [f"    {line}" for line in facts["preprocess"]] or ["    (none)"]
-        train_facts = facts["train"]
-        lines += ["", f"train.sh, {args.updates} updates (trained at commit {train_facts['commit']}): "
-                  f"**{train_facts['terminal_lines']} lines on the terminal**; its log (`SAVE_DIR/train.log`, what "
-                  f"`--verbose` shows) has {train_facts['log_lines']}. The terminal's own lines:", ""]
-        lines += [f"    {line}" for line in train_facts["shown"]]
-        lines += ["", "An empty and a blank document between two real ones (inputs 2 and 3 of 4):", "",
-                  "| path | outputs | output 2 | output 3 | warnings |", "|---|---|---|---|---|"]
-        for how, result in facts["generate"].items():
-            out = result["lines"] + [None] * 3
-            lines.append(f"| generate.sh --input {'FILE' if how == 'file' else '-'} | {len(result['lines'])} | "
-                         f"{json.dumps(out[1])} | {json.dumps(out[2])} | {'<br>'.join(result['warnings']) or 'none'} |")
-        answers = facts["api"]["answers"]
-        lines.append(f"| Summarizer.summarize_with_reports | {len(answers)} | {json.dumps(answers[1][0])} "
-                     f"({answers[1][1]}) | {json.dumps(answers[2][0])} ({answers[2][1]}) | "
-                     f"{'<br>'.join(facts['api']['warnings']) or 'none'} |")
-        served = facts["server"]
-        summaries = (served["summaries"] or []) + [None] * 3
-        lines.append(f"| summ-serve POST /summarize (HTTP {served['status']}) | {len(served['summaries'] or [])} | "
-                     f"{json.dumps(summaries[1])} | {json.dumps(summaries[2])} | "
-                     f"{'<br>'.join(map(str, served['warnings'] or [])) or 'none'} |")
-        status, answer = served["no_documents"]
-        lines += ["", f'`{{"documents": []}}` to summ-serve: HTTP {status}, {json.dumps(answer)}', ""]
+        lines += corpus_section(corpus, facts, args.updates)
+    return "\n".join(lines + drain_section(drains)) + "\n"
+
+
+def corpus_section(corpus: str, facts: Dict, updates: int) -> List[str]:
+    train_facts = facts["train"]
+    lines = [f"## {corpus} (`-c {CORPORA[corpus][0]}`)", "", "preprocess.sh's warnings:", ""]
+    lines += [f"    {line}" for line in facts["preprocess"]] or ["    (none)"]
+    lines += ["", f"train.sh, {updates} updates (trained at commit {train_facts['commit']}): "
+              f"**{train_facts['terminal_lines']} lines on the terminal**; its log (`SAVE_DIR/train.log`, what "
+              f"`--verbose` shows) has {train_facts['log_lines']}. The terminal's own lines:", ""]
+    lines += [f"    {line}" for line in train_facts["shown"]]
+    lines += ["", "An empty and a blank document between two real ones (inputs 2 and 3 of 4):", "",
+              "| path | outputs | output 2 | output 3 | warnings |", "|---|---|---|---|---|", *empty_rows(facts)]
+    status, answer = facts["server"]["no_documents"]
+    return lines + ["", f'`{{"documents": []}}` to summ-serve: HTTP {status}, {json.dumps(answer)}', ""]
+
+
+def empty_rows(facts: Dict) -> List[str]:
+    """A table row per path: how many outputs for the 4 inputs, outputs 2 and 3 (the empty and the blank
+    document; null when missing), the warnings."""
+    def row(path: str, outputs: List, warnings: List) -> str:
+        padded = list(outputs) + [None] * 3
+        return (f"| {path} | {len(outputs)} | {json.dumps(padded[1])} | {json.dumps(padded[2])} | "
+                f"{'<br>'.join(map(str, warnings)) or 'none'} |")
+
+    rows = [row(f"generate.sh --input {'FILE' if how == 'file' else '-'}", result["lines"], result["warnings"])
+            for how, result in facts["generate"].items()]
+    answers = facts["api"]["answers"]
+    rows.append(row("Summarizer.summarize_with_reports", [text for text, _ in answers], facts["api"]["warnings"]))
+    served = facts["server"]
+    rows.append(row(f"summ-serve POST /summarize (HTTP {served['status']})", served["summaries"] or [],
+                    served["warnings"] or []))
+    return rows
+
+
+def drain_section(drains: List[Dict]) -> List[str]:
     passed = sum(run["passed"] for run in drains)
-    lines += ["## The drain under load", "",
-              f"`{DRAIN_TEST}`, {len(drains)} runs at commit {drains[0].get('commit', '?') if drains else '?'}, each "
-              f"with two busy loops beside it: **{passed} of {len(drains)} passed** (the test requires a refusal "
-              "within 1 s of SIGTERM while accepted requests decode).", "",
-              "| run | passed | seconds | 1-minute load at its start |", "|---|---|---|---|"]
-    lines += [f"| {i} | {'yes' if run['passed'] else 'no: ' + ' '.join(run['tail'])} | {run['seconds']} | "
-              f"{run['load']} |" for i, run in enumerate(drains, 1)]
-    return "\n".join(lines) + "\n"
+    lines = ["## The drain under load", "",
+             f"`{DRAIN_TEST}`, {len(drains)} runs at commit {drains[0].get('commit', '?') if drains else '?'}, each "
+             f"with two busy loops beside it: **{passed} of {len(drains)} passed** (the test requires a refusal "
+             "within 1 s of SIGTERM while accepted requests decode).", "",
+             "| run | passed | seconds | 1-minute load at its start |", "|---|---|---|---|"]
+    return lines + [f"| {i} | {'yes' if run['passed'] else 'no: ' + ' '.join(run['tail'])} | {run['seconds']} | "
+                    f"{run['load']} |" for i, run in enumerate(drains, 1)]
 
 
 def main() -> None:
