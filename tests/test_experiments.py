@@ -428,8 +428,8 @@ def test_a_failed_system_keeps_its_row_marked_with_its_log():
     rows = [{"system": "ok", "decode": "beam", "rouge": rouge}, {"system": "broken", "failed": "logs/train_broken.log"}]
     lines = compare.table(rows, {"ok": {"updates": 9}})
     assert lines[2].startswith("| ok | beam | 30.00 | 10.00 | 25.00 |")
-    assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 14
-    assert all(line.count("|") == 17 for line in lines[2:])  # as many columns as the header
+    assert lines[3] == "| broken | **failed**: see `logs/train_broken.log` |" + " |" * 15
+    assert all(line.count("|") == 18 for line in lines[2:])  # as many columns as the header
 
 
 def test_reuse_stale_is_refused_with_the_slurm_launcher():
@@ -481,3 +481,17 @@ def test_a_row_below_lead_or_fairseqs_lstm_is_flagged_in_the_table():
     lines = compare.table(rows, {})
     assert lines[0].endswith("| below a trivial baseline |") and lines[-2].endswith(
         "| **LEAD-3**, **control:fairseq_lstm** |")
+
+
+def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
+    from lib import train_facts
+
+    log = tmp_path / "train.log"
+    stamp = "2026-11-27 21:43:31 | INFO | "
+    log.write_text(stamp + "train_inner | epoch 001:     50 / 74 loss=8.1, num_updates=50, wps=900\n"
+                   + stamp + "train | epoch 001 | loss 7.9 | num_updates 74\n"
+                   + stamp + "train_inner | epoch 002:     37 / 74 loss=7.2, num_updates=111, wps=950\n")
+    facts = train_facts(log)
+    assert facts["updates"] == 111 and facts["epochs"] == pytest.approx(1.5)
+    log.write_text("no fairseq line\n")
+    assert train_facts(log)["epochs"] is None

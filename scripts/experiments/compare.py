@@ -439,12 +439,12 @@ def fmt(value, digits=2):
 
 def table(rows, trained):
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | summaries with a repeat % | "
-             "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | train min | train words/s "
-             "| valid NLL (bits/token) | below a trivial baseline |", "|" + "---|" * 16]
+             "novel 2-grams % | copied sentences % | mean length | decode sent/s | updates | epochs | train min | "
+             "train words/s | valid NLL (bits/token) | below a trivial baseline |", "|" + "---|" * 17]
     flags = baseline_flags(rows)
     for row in rows:
         if "failed" in row:  # a system whose job failed: kept in the table, marked
-            lines.append(f"| {row['system']} | **failed**: see `{row['failed']}` |" + " |" * 14)
+            lines.append(f"| {row['system']} | **failed**: see `{row['failed']}` |" + " |" * 15)
             continue
         facts = trained.get(row["system"], {})
         rouge = row["rouge"]
@@ -452,7 +452,8 @@ def table(rows, trained):
             f"| {row['system']}", row["decode"], fmt(rouge["ROUGE-1"]), fmt(rouge["ROUGE-2"]), fmt(rouge["ROUGE-L"]),
             fmt(row.get("repeated_trigrams")), fmt(row.get("with_repeat"), 1),
             fmt(row.get("novel_2grams"), 1), fmt(row.get("copied_sentences"), 1), fmt(row.get("mean_length"), 1),
-            fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("train_min"), 1),
+            fmt(row.get("sentences_per_s")), str(facts.get("updates", "")), fmt(facts.get("epochs"), 1),
+            fmt(facts.get("train_min"), 1),
             fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3), flags.get(id(row), "")]) + " |")
     return lines
 
@@ -500,7 +501,8 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
              f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
              f"Budget: {args.updates} updates per system (unless its line below says otherwise)"
              + (f", {args.continue_updates} more for each continued system" if args.continuations else "")
-             + f"; threads: {args.threads or 'torch default'}.",
+             + f"; the epochs column counts passes over the {counts['train']} training documents; threads: "
+             f"{args.threads or 'torch default'}.",
              "ROUGE: official ROUGE-1.5.5 F1 (summ-rouge" + (", characters mapped to ids" if lang == "zh" else "")
              + ") on the test set. Repeated trigrams: trigrams of "
              + ("characters" if lang == "zh" else "words") + " that repeat an earlier trigram of the same summary. "

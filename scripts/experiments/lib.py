@@ -30,6 +30,8 @@ ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 WPS = re.compile(r"\| train_inner \|.*?\bwps=([\d.]+)")
 VALID_LOSS = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+)")
+EPOCH_STEP = re.compile(r"\| train_inner \| epoch (\d+):\s+(\d+) / (\d+) ")  # fairseq's simple log format
+EPOCH_END = re.compile(r"\| train \| epoch (\d+) \| ")
 UPDATES = re.compile(r"num_updates[ =](\d+)")
 
 
@@ -172,13 +174,22 @@ def cnndm_raw(exp: Experiment, raw: Path, test_size: int = 500, valid_size: int 
 
 # ----------------------------------------------------------------------------------------------- project steps
 def train_facts(log_file: Path) -> Dict:
-    """Updates reached, mean training words/s (logged intervals after the first), best validation loss."""
+    """Updates reached, epochs of the training data they made (from fairseq's ``epoch E: i / n`` and end-of-epoch
+    lines), mean training words/s (logged intervals after the first), best validation loss."""
     text = log_file.read_text(encoding="utf-8", errors="replace")
     updates = UPDATES.findall(text)
     wps = [float(w) for w in WPS.findall(text)][1:]
     losses = [float(v) for v in VALID_LOSS.findall(text)]
-    return {"updates": int(updates[-1]) if updates else 0, "words_per_s": statistics.mean(wps) if wps else None,
-            "best_valid_loss": min(losses) if losses else None}
+    return {"updates": int(updates[-1]) if updates else 0, "epochs": epochs_done(text),
+            "words_per_s": statistics.mean(wps) if wps else None, "best_valid_loss": min(losses) if losses else None}
+
+
+def epochs_done(log_text: str) -> Optional[float]:
+    """How many epochs a fairseq-train log reached: E - 1 + i / n at its last ``epoch E: i / n`` line, or E at an
+    ``epoch E | ...`` end-of-epoch line, whichever is further (None: neither)."""
+    inner = [int(e) - 1 + int(i) / int(n) for e, i, n in EPOCH_STEP.findall(log_text) if int(n)]
+    ended = [float(e) for e in EPOCH_END.findall(log_text)]
+    return max(inner + ended) if inner or ended else None
 
 
 def decode_facts(generate_log: Path) -> Dict:
