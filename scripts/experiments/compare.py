@@ -560,13 +560,13 @@ def main():
                                    args.dry_run_memory_limit)
     exp = Experiment(args.name, args.work, args.threads)
     if args.step:  # inside a Slurm job of this table (the submitting invocation holds no lock by then)
-        return slurm_table.run_step(exp, args, args.step)
+        return slurm_table.run_step(exp, args, args.step, sys.modules[__name__])
     try:
         hold_lock(exp.work, "table")  # before data/ or a system is touched
     except LockedError as err:
         exp.fail(str(err))
     if args.launcher == "slurm":
-        return slurm_table.submit(exp, args)
+        return slurm_table.submit(exp, args, sys.modules[__name__])
     return run_local(exp, args)
 
 

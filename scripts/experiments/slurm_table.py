@@ -27,12 +27,6 @@ TRAIN_SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"
 DONE_TRAINING = re.compile(r"done training in ([\d.]+) seconds")
 
 
-def _compare():
-    import compare  # the steps are compare.py's own (imported here: compare.py imports this module)
-
-    return compare
-
-
 def rows_file(exp: Experiment, label: str) -> Path:
     return exp.work / "rows" / f"{label.replace(':', '_')}.json"
 
@@ -46,10 +40,11 @@ def train_log(exp: Experiment, label: str) -> Path:
 
 
 class Submission:
-    """One invocation: the jobs it finds and the ones it submits, and the report it prints."""
+    """One invocation: the jobs it finds and the ones it submits, and the report it prints; ``steps`` is the
+    module with the table's steps (compare.py, which passes itself: this module does not import it)."""
 
-    def __init__(self, exp: Experiment, args):
-        self.exp, self.args = exp, args
+    def __init__(self, exp: Experiment, args, steps):
+        self.exp, self.args, self.steps = exp, args, steps
         self.jobs = slurm.Jobs(exp.work, exp.env)
         self.common = slurm.common_options(args)
         self.report, self.new, self.decodes = [], [], {}
@@ -62,7 +57,7 @@ class Submission:
 
     def submit_training(self, system, after) -> str:
         label = system[0]
-        command = _compare().train_command(self.exp, self.exp.work / "data", system, launcher=TRAIN_SBATCH)
+        command = self.steps.train_command(self.exp, self.exp.work / "data", system, launcher=TRAIN_SBATCH)
         options = [*self.common, *slurm.training_options(self.args), "--job-name", f"{self.args.name}:train:{label}",
                    "--output", train_log(self.exp, label), "--open-mode=append", *slurm.dependency("afterany", after),
                    *map(str, command)]
@@ -74,9 +69,9 @@ class Submission:
         return self.jobs.record(step, job)
 
 
-def submit(exp: Experiment, args) -> None:
-    """Submit what the table still needs; print each step's state and the job ids."""
-    run = Submission(exp, args)
+def submit(exp: Experiment, args, steps) -> None:
+    """Submit what the table still needs; print each step's state and the job ids.  ``steps``: compare.py."""
+    run = Submission(exp, args, steps)
     prepared = (exp.work / "data" / "bin" / "dict.src.txt").is_file()
     prepare = None
     if not prepared:
@@ -85,14 +80,14 @@ def submit(exp: Experiment, args) -> None:
             run.report.append(f"prepare: job {prepare} queued or running ({step_log(exp, 'prepare')})")
         else:
             prepare = run.submit_step("prepare", [])
-    for system in _compare().systems(args):
+    for system in steps.systems(args):
         plan_system(run, system, prepared, prepare)
     plan_table(run)
     print("\n".join(f"{args.name}: {line}" for line in run.report), flush=True)
 
 
 def plan_system(run: Submission, system, prepared: bool, prepare) -> None:
-    compare, exp = _compare(), run.exp
+    compare, exp = run.steps, run.exp
     label, parent = system[0], system[3]
     train_step, decode_step = f"train:{label}", f"decode:{label}"
     active = run.jobs.active(train_step) or run.jobs.active(decode_step)
@@ -139,8 +134,8 @@ def plan_table(run: Submission) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- inside a job
-def run_step(exp: Experiment, args, step: str) -> None:
-    compare = _compare()
+def run_step(exp: Experiment, args, step: str, compare) -> None:
+    # compare: compare.py's module, which passes itself (this module does not import it)
     if step == "prepare":
         compare.prepare_data(exp, args)
         return
@@ -163,12 +158,11 @@ def run_step(exp: Experiment, args, step: str) -> None:
         compare.write_table(exp, args, rows, trained, counts, lang, 0.0)
         return
     label = step.split(":", 1)[1]
-    decode_system(exp, args, systems[label], data, counts, lang)
+    decode_system(exp, args, systems[label], data, counts, lang, compare)
 
 
-def decode_system(exp: Experiment, args, system, data: Path, counts, lang: str) -> None:
+def decode_system(exp: Experiment, args, system, data: Path, counts, lang: str, compare) -> None:
     """After train:LABEL: record its finished training (fairseq's own training time), then score every --decode."""
-    compare = _compare()
     label, config = system[:2]
     model = compare.model_dir(exp, label)
     log = train_log(exp, label)
