@@ -1,4 +1,4 @@
-"""Pictures of ``summ-analyze`` (:mod:`fairseq_plugins.scoring.abstractiveness`): a bar chart and a page.
+"""Pictures of ``summ-analyze``'s figures (:mod:`fairseq_plugins.scoring.summary_stats`): a bar chart and a page.
 
 ``render_png(results, path)``
     See et al. (2017)'s Figure 6 for the given systems: grouped bars of novel 1-, 2-, 3- and 4-grams and of
@@ -18,7 +18,7 @@
 import html
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_plugins.scoring import abstractiveness as ab
+from fairseq_plugins.scoring import summary_stats as ab
 
 # one colour per system, in order (matplotlib's tab10, without its grey, which is kept for the reference)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")

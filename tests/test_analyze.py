@@ -1,12 +1,14 @@
-"""summ-analyze (fairseq_plugins/scoring/abstractiveness.py): every figure on hand-made pairs with known answers,
-the command's errors, and the experiment tables' use of the same code (scripts/experiments/lib.py)."""
+"""summ-analyze (fairseq_plugins/scoring/summary_stats.py; its command, scoring/abstractiveness.py): every figure
+on hand-made pairs with known answers, the command's errors, and the experiment tables' use of the same code
+(scripts/experiments/lib.py)."""
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from fairseq_plugins.scoring import abstractiveness as ab
+from fairseq_plugins.scoring import abstractiveness as command
+from fairseq_plugins.scoring import summary_stats as ab
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "experiments"))
 import lib  # noqa: E402
@@ -134,7 +136,7 @@ def write(path, lines):
 
 
 def run_main(argv, capsys):
-    status = ab.main([str(a) for a in argv])
+    status = command.main([str(a) for a in argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -179,7 +181,7 @@ def test_cli_invalid_utf8_names_file_and_line(tmp_path, capsys):
 
 def test_help_states_the_definitions(capsys):
     with pytest.raises(SystemExit):
-        ab.main(["--help"])
+        command.main(["--help"])
     out = capsys.readouterr().out
     for phrase in ("Novel n-grams", "Copied sentences", "Grusky", "Coverage", "Repeated trigrams",
                    "pooled over the corpus", "per-document mean"):

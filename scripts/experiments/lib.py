@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever checkout the venv was installed from
-from fairseq_plugins.scoring import abstractiveness  # noqa: E402
+from fairseq_plugins.scoring import summary_stats  # noqa: E402
 from fairseq_plugins.text import textio  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -215,7 +215,7 @@ def repetition(summaries: Sequence[str], lang: str) -> Dict[str, float]:
     """``repeated_trigrams``: percent of all trigrams that repeat an earlier trigram of the same summary;
     ``with_repeat``: percent of summaries with at least one such trigram; ``mean_length`` in units (words;
     Chinese: characters).  summ-analyze's code and definitions (sentence separators such as <q> are no units)."""
-    figures = abstractiveness.aggregate([abstractiveness.summary_counts(s, lang) for s in summaries])
+    figures = summary_stats.aggregate([summary_stats.summary_counts(s, lang) for s in summaries])
     return {"repeated_trigrams": _or_zero(figures, "repeated_trigrams"),
             "with_repeat": _or_zero(figures, "with_repeat"), "mean_length": _or_zero(figures, "tokens")}
 
@@ -227,9 +227,9 @@ def abstraction(sources: Sequence[str], summaries: Sequence[str], lang: str, pre
     With ``prep`` (the data's prep.json), every text is first tokenized as the model's source was, the source
     cut as the model read it (summ-analyze --prep): raw sources and references count in the model's units."""
     if prep is not None:
-        sources, systems, lang = abstractiveness.prepared(str(prep), sources, {"summaries": summaries})
+        sources, systems, lang = summary_stats.prepared(str(prep), sources, {"summaries": summaries})
         summaries = systems["summaries"]
-    figures = abstractiveness.aggregate([abstractiveness.document_counts(src, summ, lang)
+    figures = summary_stats.aggregate([summary_stats.document_counts(src, summ, lang)
                                          for src, summ in zip(sources, summaries)])
     return {"novel_2grams": _or_zero(figures, "novel_2grams"),
             "copied_sentences": _or_zero(figures, "copied_sentences")}
@@ -259,7 +259,7 @@ def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
     """LEAD-N: the first ``size`` sentences (English, ending at '.', '!' or '?' tokens) or characters (Chinese,
     whitespace removed) of each source."""
     if lang == "zh":
-        return ["".join(abstractiveness.tokens(src, lang))[:size] for src in sources]
+        return ["".join(summary_stats.tokens(src, lang))[:size] for src in sources]
     return [" <q> ".join(sentences(src)[:size]) for src in sources]
 
 
