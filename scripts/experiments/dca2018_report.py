@@ -25,6 +25,7 @@ the statistics of its checkpoints, computed first) into one compressed archive, 
 checkpoints or data; the report reads an archive as it reads a work folder (unpacked into a temporary folder),
 so a table and its intervals can be rebuilt after the machine that trained it is gone.
 """
+import functools
 import json
 import statistics
 import sys
@@ -83,7 +84,7 @@ class Run:
         finished in the same folder (e.g. row 4 before ``--only 5:agents_comm_caa,6:rl``) are read as a
         stopped run's are, so none is dropped from the report."""
         rows, trained = self.finished_rows()
-        for label in set(trained) - set(self.trained):
+        for label in sorted(set(trained) - set(self.trained)):  # in one order, whatever the hash seed
             self.trained[label] = trained[label]
             self.rows += [row for row in rows if row["system"] == label]
 
@@ -245,7 +246,19 @@ COMPARED = {  # besides row 1: the poster's row above, and each control against 
 
 def bootstrap(a: Dict, b: Dict):
     """[(difference, low, high)] of B - A in ROUGE points for ROUGE-1, -2, -L, paired over the test documents."""
-    delta, low, high, _ = paired_bootstrap(read_per_doc(a["per_doc"]), read_per_doc(b["per_doc"]), RESAMPLES, 1)
+    return bootstrap_files(*(file_key(entry["per_doc"]) for entry in (a, b)))
+
+
+def file_key(path) -> tuple:
+    stat = Path(path).stat()
+    return str(path), stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=None)
+def bootstrap_files(key_a: tuple, key_b: tuple):
+    """One paired bootstrap per pair of per-document score files (path, mtime, size): sections 2 and 5 read the
+    same intervals."""
+    delta, low, high, _ = paired_bootstrap(read_per_doc(key_a[0]), read_per_doc(key_b[0]), RESAMPLES, 1)
     return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
 
 
