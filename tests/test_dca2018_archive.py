@@ -1,4 +1,5 @@
 """dca2018_cnndm.py --archive: what the report reads of a run, kept without checkpoints, rebuilds the same table."""
+import json
 import sys
 import tarfile
 from pathlib import Path
@@ -7,13 +8,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+from dca2018_cnndm import declared  # noqa: E402
+
+DECLARED = declared()
 
 
-def finished_system(work: Path, label: str, f1: float) -> None:
+def finished_system(work: Path, label: str, f1: float, code=None, options=None) -> None:
     """One trained and scored system as compare.py leaves it, its per-document scores and checkpoint
-    statistics already computed (so the report runs no ROUGE and loads no checkpoint)."""
+    statistics already computed (so the report runs no ROUGE and loads no checkpoint), with a training record
+    of the options dca2018_cnndm.py declares for it (``code``: the record's code fingerprint)."""
+    import dca2018_report as report
+
     model = work / "models" / label.replace(":", "_")
     model.mkdir(parents=True)
+    options = (options or report.declared_options(DECLARED, label)) + ["--max-update", "20"]
+    (model / "training.json").write_text(json.dumps({"train_options": options, "code": code}))
     (model / "train_seconds").write_text("120.0\n")
     (model / "valid_stats.json").write_text('{"nll_bits": 6.5, "end_cos_1": 0.25}')
     (model / "test_stats.json").write_text('{"end_cos_1": 0.2, "end_cos_2": 0.1}')
@@ -43,8 +52,8 @@ def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
     assert not [m for m in members if m.endswith(".pt") or m.startswith("data")]
     assert "logs/rouge_2:single_sem.beam.per_doc.tsv" in members
 
-    from_work = report.report([work], tmp_path / "a.md", "cmd")
-    from_archive = report.report([dest], tmp_path / "b.md", "cmd")
+    from_work = report.report([work], tmp_path / "a.md", "cmd", DECLARED)
+    from_archive = report.report([dest], tmp_path / "b.md", "cmd", DECLARED)
     assert from_work.replace(str(work.resolve()), "RUN") == from_archive.replace(str(dest), "RUN")
     assert "| 2:single_sem | beam | 30.00 |" in from_archive
     assert "| 2:single_sem | 1:single_mle | +5.00 [+5.00, +5.00]" in from_archive  # paired bootstrap kept
@@ -63,19 +72,19 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
     for seed, gain in ((1, 0.05), (2, 0.04)):
         finished_system(work, f"1:single_mle_seed{seed}", 0.25)
         finished_system(work, f"2:single_sem_seed{seed}", 0.25 + gain)
-    now = code_record(training_code("dca_lstm_cnndm_small"))
+    now = code_record(training_code("cnndm_small"))  # rows 1 and 2 train with configs/cnndm_small.conf
     records = {"1_single_mle_seed1": dict(now, commit="abc1234", sha256="0" * 64), "2_single_sem_seed1": now,
-               "1_single_mle_seed2": None}
+               "1_single_mle_seed2": None, "2_single_sem_seed2": None}
     for folder, code in records.items():
-        record = {"train_options": ["-c", "dca_lstm_cnndm_small", "--max-update", "10"], "code": code}
-        (work / "models" / folder / "training.json").write_text(json.dumps(record))
-    text = report.report([work], tmp_path / "r.md", "cmd")
+        record = work / "models" / folder / "training.json"
+        record.write_text(json.dumps(dict(json.loads(record.read_text()), code=code)))
+    text = report.report([work], tmp_path / "r.md", "cmd", DECLARED)
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines()
             if line.startswith("| ") and "| beam |" in line}
     assert rows["1:single_mle_seed1"].endswith("| older (commit abc1234) |")
     assert rows["2:single_sem_seed1"].endswith("| this checkout |")
-    assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # a record without the code
-    assert rows["2:single_sem_seed2"].endswith("| not recorded |")  # no record at all
+    assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # records without the code
+    assert rows["2:single_sem_seed2"].endswith("| 20 | 2.0 | not recorded |")  # its updates and minutes
     assert "| 2:single_sem | 1:single_mle | 2 | B > A in every seed (2): +5.00 [+5.00, +5.00], +4.00" in text
 
 
@@ -94,6 +103,53 @@ def test_the_report_says_how_many_intervals_it_prints(tmp_path):
         (work / folder).mkdir(parents=True)
     for label in ("1:single_mle", "2:single_sem", "3:agents_no_comm"):
         finished_system(work, label, 0.25)
-    text = report.report([work], tmp_path / "r.md", "cmd")
+    text = report.report([work], tmp_path / "r.md", "cmd", DECLARED)
     # 2 and 3 against row 1, and 3 against 2: 3 comparisons, one decoding
     assert "3 comparisons x 3 scores = 9 intervals at 95 %, none corrected" in text
+
+
+def test_the_report_reads_only_systems_whose_record_matches_the_printed_command(tmp_path):
+    """Options in another order match; a missing record, other options, a continued system whose parent's
+    record differs, and a label the script does not declare are left out of every section, with the reason."""
+    import dca2018_report as report
+
+    work = tmp_path / "work"
+    for folder in ("logs", "outputs", "data"):
+        (work / folder).mkdir(parents=True)
+    for label in ("1:single_mle", "2:single_sem", "3:agents_no_comm", "5:agents_comm_caa", "6:rl",
+                  "control:6_ml_continued"):
+        finished_system(work, label, 0.25)
+    finished_system(work, "control:mine", 0.25, options=["-c", "cnndm_small"])
+
+    def record(label):
+        return work / "models" / label.replace(":", "_") / "training.json"
+
+    row5 = json.loads(record("5:agents_comm_caa").read_text())
+    rl = json.loads(record("6:rl").read_text())
+    shuffled = rl["train_options"][:2] + [w for pair in reversed(list(zip(*[iter(rl["train_options"][2:-2])] * 2)))
+                                          for w in pair]
+    record("6:rl").write_text(json.dumps(dict(rl, train_options=shuffled, parent=row5)))  # kept
+    record("3:agents_no_comm").write_text(json.dumps({"train_options": ["-c", "dca_lstm_cnndm_small", "--seed", "3"]}))
+    record("2:single_sem").unlink()
+    ml = json.loads(record("control:6_ml_continued").read_text())
+    record("control:6_ml_continued").write_text(json.dumps(dict(ml, parent={"train_options": ["-c", "x"]})))
+
+    text = report.report([work], tmp_path / "r.md", "cmd", DECLARED)
+    table, rest = text.split("## 2.")
+    assert "| 6:rl | beam | 25.00 |" in table and "| 1:single_mle | beam |" in table
+    for gone in ("2:single_sem", "3:agents_no_comm", "control:6_ml_continued", "control:mine"):
+        assert f"| {gone} | beam |" not in table and f"| {gone} |" not in rest
+    assert "- 2:single_sem in" in text and "no training record, so its options cannot be checked" in text
+    assert "- 3:agents_no_comm in" in text and "not `-c dca_lstm_cnndm_small --no-communication" in text
+    assert "- control:6_ml_continued in" in text and "its parent 5:agents_comm_caa: trained with `-c x`" in text
+    assert "- control:mine in" in text and "not a system of the printed command" in text
+    assert "| 6:rl | `-c dca_lstm_cnndm_small --criterion self_critical_cohesion" in text  # the printed command
+
+
+def test_an_option_repeated_keeps_its_order_when_records_are_compared():
+    from lib import option_groups
+
+    assert option_groups(["-c", "a", "--lr", "0.1", "--seed", "2"]) == \
+        option_groups(["-c", "a", "--seed", "2", "--lr", "0.1", "--max-update", "5"], ignore=("--max-update",))
+    assert option_groups(["--lr", "1", "--lr", "2"]) != option_groups(["--lr", "2", "--lr", "1"])
+    assert option_groups(["--rl-gamma", "-0.5"]) == [["--rl-gamma", "-0.5"]]  # a negative value

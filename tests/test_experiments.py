@@ -89,8 +89,8 @@ def test_an_interrupted_system_resumes_only_when_it_was_started_with_the_same_re
 
 
 def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_path, monkeypatch):
-    """Issue 24 part 8: a finished system trained with other updates, options, config text, data or parent is
-    trained again; one without a record (trained before records existed) too; an identical one is reused."""
+    """A finished system trained with other updates, options, config text, data or parent is trained again; one
+    without a record (trained before records existed) too; an identical one is reused, its options in any order."""
     configs = tmp_path / "root" / "configs"
     configs.mkdir(parents=True)
     (configs / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
@@ -113,6 +113,7 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     assert trains(("pgn", "cfg", ["--copy"], None, 5000)) == 1  # another budget
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # other options
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 0
+    assert trains(("pgn", "cfg", ["--seed", "2", "--copy"], None, 5000)) == 0  # the same options in another order
     (configs / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.002)\n")
     assert trains(("pgn", "cfg", ["--copy", "--seed", "2"], None, 5000)) == 1  # the config file's text
     (data / "prep.json").write_text('{"settings": {"lang": "en"}}')
@@ -150,6 +151,9 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
         return len(exp.commands) - before, facts.get("older_code")
 
     assert trains() == (1, None) and trains() == (0, None)
+    monkeypatch.setattr(compare, "git_commit", lambda: "abc9999")
+    assert trains() == (0, None)  # a commit that changes none of its files: reused
+    monkeypatch.setattr(compare, "git_commit", lambda: "abc1234")
     module.write_text("A = 2\n")  # the package changed
     monkeypatch.setattr(compare, "git_commit", lambda: "def5678")
     assert trains(reuse_stale=True) == (0, "abc1234")  # kept, and said to be older code

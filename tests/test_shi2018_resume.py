@@ -90,3 +90,16 @@ def test_the_record_holds_the_row_config_and_the_config_it_sources():
     texts = shi2018_table1.config_texts("shi2018_lcsts_row6")
     assert sorted(texts) == ["shi2018_lcsts.conf", "shi2018_lcsts_row6.conf"]
     assert "--focal-gamma 1" in texts["shi2018_lcsts_row6.conf"] and "TRAIN_ARGS=(" in texts["shi2018_lcsts.conf"]
+
+
+def test_a_finished_row_is_reused_across_commits_and_trained_again_when_its_code_changed(tmp_path):
+    """The record holds compare.py's code fingerprint: another commit with the same files reuses the row; another
+    SHA-256 of the code (or another torch) trains it again from scratch."""
+    model, log = tmp_path / "row1", tmp_path / "row1.train.log"
+    code = shi2018_table1.code_record(shi2018_table1.training_code("shi2018_lcsts_row1"))
+    wanted = {"command": ["train.sh", "-c", "shi2018_lcsts_row1"], "W2V": "w2v.bin", "configs": {}, "code": code}
+    assert shi2018_table1.start(1, model, log, wanted)  # nothing there: trains
+    (model / "done").touch()
+    assert not shi2018_table1.start(1, model, log, dict(wanted, code=dict(code, commit="0000000")))  # reused
+    assert shi2018_table1.start(1, model, log, dict(wanted, code=dict(code, sha256="0" * 64)))  # retrained
+    assert not model.joinpath("done").exists() and "another command or configs" in log.read_text()

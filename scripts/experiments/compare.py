@@ -63,7 +63,8 @@ import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, config_array, decode_facts,  # noqa: E402
-                 hold_lock, lcsts_raw, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
+                 hold_lock, lcsts_raw, lead, official_rouge, option_groups, read_lines, repetition, train_facts,
+                 write_lines)
 
 SPLITS = ("train", "valid", "test")
 
@@ -263,6 +264,17 @@ def read_record(model: Path) -> Optional[dict]:
     return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
 
 
+def comparable(record: Optional[dict]) -> Optional[dict]:
+    """A training record as it is compared: its options, and its parent's, as fairseq reads them
+    (``option_groups``: the same options in another order are the same training), and its code without the
+    commit (a commit that changes no file the training runs changes nothing)."""
+    if record is None:
+        return None
+    code = {key: value for key, value in (record.get("code") or {}).items() if key != "commit"} or None
+    return dict(record, train_options=option_groups(record.get("train_options") or []), code=code,
+                parent=comparable(record.get("parent")))
+
+
 def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False):
     """(why it is retrained, or None to reuse it; the commit of older code it keeps, or None) for the system in
     ``model``: reused when it finished training with exactly ``want``, or, with ``reuse_stale``, with ``want``
@@ -273,7 +285,8 @@ def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse
     have = read_record(model)
     if have is None:
         return f"no {RECORD} (trained before training records existed), so its options cannot be checked", None
-    changed = [key for key in want if have.get(key) != want[key]]
+    compared_have, compared_want = comparable(have), comparable(want)
+    changed = [key for key in compared_want if compared_have.get(key) != compared_want[key]]
     if changed == ["code"] and reuse_stale:
         return None, (have.get("code") or {}).get("commit") or "unrecorded"
     if "code" in changed:
@@ -315,7 +328,7 @@ def resume_point(model: Path, want: dict) -> Optional[float]:
     if not started.is_file() or not last.is_file():
         return None
     run = json.loads(started.read_text(encoding="utf-8"))
-    if run.get("record") != want:
+    if comparable(run.get("record")) != comparable(want):
         return None
     return run["seconds_before"] + max(0.0, last.stat().st_mtime - run["started_at"])
 

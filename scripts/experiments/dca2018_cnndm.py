@@ -104,6 +104,13 @@ def seeded(label: str, extra: str, seed: int):
     return (label, extra) if seed == 1 else (f"{label}_seed{seed}", f"{extra} --seed {seed}".strip())
 
 
+def declared():
+    """Every system the script can train: label -> (config, options, parent label or None)."""
+    plain = {label: (config, extra, None) for label, config, extra in ROWS + CONTROLS}
+    continued = {label: (config, extra, parent) for label, parent, config, extra in [RL] + RL_CONTROLS}
+    return {**plain, **continued}
+
+
 def selected_controls(args, rows):
     """The control rows of ``rows`` to run: all with --controls, those named in --only."""
     return [row for row in rows if (args.controls and not args.only) or (args.only and row[0] in args.only)]
@@ -163,7 +170,7 @@ def main():
         from dca2018_report import report
 
         text = report(args.report, args.out, "python scripts/experiments/dca2018_cnndm.py "
-                      + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+                      + " ".join(shlex.quote(a) for a in sys.argv[1:]), declared())
         print(text)
         return
     known = {label for label, _, _ in ROWS + CONTROLS} | {RL[0]} | {label for label, *_ in RL_CONTROLS}

@@ -18,6 +18,12 @@ every seed run (two or more) shows it with a paired interval that excludes zero,
 Section 1 says for each system the code that trained it, from its training record (MODEL/training.json):
 this checkout's, older (the commit it names), or not recorded (trained before the records covered code).
 
+The report reads only systems whose training record matches the command it prints for them (``declared``:
+dca2018_cnndm.py's rows, with ``--seed N`` for a LABEL_seedN): the same train.sh options whatever their order,
+the parent's for a continued system, any number of updates (printed per row).  A system without a record, with
+other options, or unknown to the script is left out of every section and listed, with the reason, under "Left
+out".
+
     python scripts/experiments/dca2018_cnndm.py --archive WORK DEST.tar.xz
 
 packs what the report reads of a work folder (its summaries, scores, per-document scores, training logs and
@@ -27,17 +33,19 @@ so a table and its intervals can be rebuilt after the machine that trained it is
 """
 import functools
 import json
+import shlex
 import statistics
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from compare import code_record, training_code  # noqa: E402
-from lib import ROOT, ROUGE_ROW, Experiment, read_lines, repetition, sentences, train_facts, verdict  # noqa: E402
+from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, read_lines, repetition, sentences,  # noqa: E402
+                 train_facts, verdict)
 from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402
 
 RESAMPLES = 10000
@@ -174,6 +182,55 @@ def open_run(path: Path, unpacked: Path) -> Run:
     return Run(folder, name=str(path))
 
 
+def declared_options(declared: Dict, label: str) -> Optional[List[str]]:
+    """The train.sh options (without --max-update) the printed command gives system ``label``: its row's
+    ``-c CONFIG OPTIONS`` from ``declared`` (base label -> (config, options, parent)), with ``--seed N`` for
+    LABEL_seedN; None for a label the script does not declare."""
+    base, suffix = split_seed(label)
+    if base not in declared:
+        return None
+    config, extra, _ = declared[base]
+    return ["-c", config, *shlex.split(extra), *(["--seed", suffix[len("_seed"):]] if suffix else [])]
+
+
+def record_mismatch(record: Optional[Dict], label: str, declared: Dict) -> Optional[str]:
+    """Why the system ``label`` trained with ``record`` (its training.json) is not the printed command's, or
+    None when it is: the same options (``option_groups``) and, for a continued system, its parent's."""
+    want = declared_options(declared, label)
+    if want is None:
+        return "not a system of the printed command"
+    if record is None:
+        return "no training record, so its options cannot be checked"
+    have = record.get("train_options") or []
+    if option_groups(have, ignore=("--max-update",)) != option_groups(want, ignore=("--max-update",)):
+        return f"trained with `{shlex.join(have)}`, not `{shlex.join(want)}`"
+    parent = declared[split_seed(label)[0]][2]
+    if parent is not None:
+        parent_label = parent + split_seed(label)[1]
+        why = record_mismatch(record.get("parent"), parent_label, declared)
+        if why:
+            return f"its parent {parent_label}: {why}"
+    return None
+
+
+def checked(runs: Sequence[Run], declared: Dict):
+    """(the runs' rows of systems whose record matches the printed command, [(run, label, why) left out])."""
+    left_out = []
+    for run in runs:
+        for label in sorted(run.trained):
+            why = record_mismatch(read_training_record(run, label), label, declared)
+            if why:
+                left_out.append((run, label, why))
+        dropped = {label for run_, label, _ in left_out if run_ is run}
+        run.rows = [row for row in run.rows if row["system"] not in dropped]
+    return left_out
+
+
+def read_training_record(run: Run, label: str) -> Optional[Dict]:
+    record = run.work / "models" / label.replace(":", "_") / "training.json"
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
 def collect(runs: Sequence[Run]) -> List[Dict]:
     """Every system x decoding of every run, with its per-document scores' path and its summaries.  A system
     decoded in several runs (a parent decoded again where a continued system was trained) is listed once, from
@@ -204,10 +261,9 @@ def fmt(value, digits=2) -> str:
 def trained_on(run, label: str, current: Dict[str, str]) -> str:
     """Which code trained the system, from its training record: "this checkout", "older (commit X)", or "not
     recorded"; ``current`` caches this checkout's fingerprint per config."""
-    record = run.work / "models" / label.replace(":", "_") / "training.json"
-    if not label or not record.is_file():
+    facts = read_training_record(run, label) if label else None
+    if facts is None:
         return "" if not label else "not recorded"
-    facts = json.loads(record.read_text(encoding="utf-8"))
     code, options = facts.get("code"), facts.get("train_options") or []
     if not code:
         return "not recorded"
@@ -219,14 +275,14 @@ def trained_on(run, label: str, current: Dict[str, str]) -> str:
 
 def main_table(entries) -> List[str]:
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | mean length | "
-             "valid NLL (bits/token) | valid cos(q, q-1) | train min | trained on code |", "|" + "---|" * 11]
+             "valid NLL (bits/token) | valid cos(q, q-1) | updates | train min | trained on code |", "|" + "---|" * 12]
     current = {}
     for e in entries:
         t, r = e["trained"], e["rouge"]
         lines.append(f"| {e['system']} | {e['decode']} | {fmt(r['ROUGE-1'])} | {fmt(r['ROUGE-2'])} | "
                      f"{fmt(r['ROUGE-L'])} | {fmt(e.get('repeated_trigrams'))} | {fmt(e.get('mean_length'), 1)} | "
                      f"{fmt(t.get('valid_nll_bits'), 3)} | {fmt(t.get('valid_end_cos_1'), 3)} | "
-                     f"{fmt(t.get('train_min'), 1)} | {trained_on(e['run'], e['system'] if t else '', current)} |")
+                     f"{t.get('updates', '')} | {fmt(t.get('train_min'), 1)} | {trained_on(e['run'], e['system'] if t else '', current)} |")
     return lines
 
 
@@ -329,18 +385,37 @@ def seed_means(entries) -> List[str]:
     return lines
 
 
-def report(works: Sequence[Path], out: Path, command: str) -> str:
+def report(works: Sequence[Path], out: Path, command: str, declared: Dict) -> str:
+    """Writes the report of the work folders or archives ``works`` to ``out``; ``declared`` (base label ->
+    (config, options, parent label or None)) is what the script's command trains for each system."""
     with tempfile.TemporaryDirectory(prefix="dca2018_report.") as unpacked:
-        return write_report([open_run(work, Path(unpacked)) for work in works], out, command)
+        return write_report([open_run(work, Path(unpacked)) for work in works], out, command, declared)
 
 
-def write_report(runs: Sequence[Run], out: Path, command: str) -> str:
+def declared_lines(declared: Dict) -> List[str]:
+    lines = ["| system | train.sh options (+ `--seed N` for LABEL_seedN) | from |", "|---|---|---|"]
+    for label, (config, extra, parent) in declared.items():
+        lines.append(f"| {label} | `{' '.join(['-c', config, extra]).strip()}` | {parent or ''} |")
+    return lines
+
+
+def left_out_lines(left_out) -> List[str]:
+    if not left_out:
+        return ["None: every finished system's training record matches its command."]
+    return [f"- {label} in `{run.name}`: {why}" for run, label, why in left_out]
+
+
+def write_report(runs: Sequence[Run], out: Path, command: str, declared: Dict) -> str:
+    left_out = checked(runs, declared)
     entries = collect(runs)
     decodes = list(dict.fromkeys(e["decode"] for e in entries if e["decode"]))
     lines = ["# dca2018_cnndm: the poster's ablation of deep communicating agents at CPU scale", "",
              f"Report: `{command}`", "", "Runs (each finished folder's own command is in its results.md):"]
     lines += [f"- `{run.name}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
               for run in runs]
+    lines += ["", "Systems as the script trains them (each system below has a training record with these options, "
+              "in any order, and its parent's; the updates are in its row):", "", *declared_lines(declared), "",
+              "Left out (a record that does not match, or none):", "", *left_out_lines(left_out)]
     count = sum(len(list(pairs({e["system"]: e for e in entries if e["decode"] == d}))) for d in decodes)
     lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", "",
               f"{count} comparisons x 3 scores = {3 * count} intervals at 95 %, none corrected for their number: "

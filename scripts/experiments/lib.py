@@ -173,6 +173,23 @@ def cnndm_raw(exp: Experiment, raw: Path, test_size: int = 500, valid_size: int 
 
 
 # ----------------------------------------------------------------------------------------------- project steps
+def option_groups(options: Sequence[str], ignore: Sequence[str] = ()) -> List[List[str]]:
+    """train.sh options as fairseq reads them: each ``--flag`` with its values, sorted, so two orders of the
+    same options compare equal (kept in their order when a flag repeats, since the last one then wins); the
+    flags in ``ignore`` are left out with their values."""
+    groups, flags = [], []
+    for word in options:
+        if word.startswith("-") and not word.lstrip("-").replace(".", "").isdigit():
+            groups.append([word])
+            flags.append(word)
+        elif groups:
+            groups[-1].append(word)
+        else:
+            groups.append([word])
+    groups = [group for group in groups if group[0] not in ignore]
+    return groups if len(set(flags)) < len(flags) else sorted(groups)
+
+
 def train_facts(log_file: Path) -> Dict:
     """Updates reached, epochs of the training data they made (from fairseq's ``epoch E: i / n`` and end-of-epoch
     lines), mean training words/s (logged intervals after the first), best validation loss."""

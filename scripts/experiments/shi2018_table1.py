@@ -30,7 +30,8 @@ the test set (beam 5).  Writes WORK/table1.md (accuracy; NLPCC-style ROUGE-2/-4/
 official ROUGE-1.5.5 F1 on characters mapped to ids) and WORK/accuracy_curves.png (like the paper's Fig. 6).
 
 Run again over the same WORK, a row is reused only when WORK/rowN/train_command.json (its train.sh command line,
-budget included, the word2vec path and the text of its configs) is what this run would train; an interrupted
+budget included, the word2vec path, the text of its configs and the code: compare.py's fingerprint of train.sh,
+the configs and fairseq_plugins/, with fairseq's and torch's versions) is what this run would train; an interrupted
 row with the same record resumes from its checkpoint_last.pt and adds to WORK/rowN.train.log, so its curve and
 best accuracy cover the whole training; any other row is trained from scratch (said on stderr and in the log).
 """
@@ -46,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
+from compare import code_record, comparable, training_code  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
@@ -134,7 +136,8 @@ def train(row: int, work: Path, data: Path, w2v: Path, budget: list) -> list:
     model, log = work / f"row{row}", work / f"row{row}.train.log"
     config = f"shi2018_lcsts_row{row}"
     cmd = [str(ROOT / "train.sh"), "-c", config, str(data), str(model), *budget]
-    wanted = {"command": cmd, "W2V": str(w2v), "configs": config_texts(config)}
+    wanted = {"command": cmd, "W2V": str(w2v), "configs": config_texts(config),
+              "code": code_record(training_code(config))}
     if not start(row, model, log, wanted):
         return read_curve(log)
     run(cmd, log=log, env=dict(os.environ, W2V=str(w2v)))
@@ -147,11 +150,13 @@ def start(row: int, model: Path, log: Path, wanted: dict) -> bool:
     model has the same record (reuse it), else True, with MODEL and LOG removed unless the record is the same
     (then train.sh resumes), and the record written."""
     recorded = recorded_command(model)
-    if recorded == wanted and (model / "done").exists():
+    same = recorded is not None and comparable(recorded) == comparable(wanted)  # code compared without the commit
+    if same and (model / "done").exists():
         print(f"row {row}: reusing {model} (trained with the same command and configs)", file=sys.stderr)
         return False
-    if recorded != wanted and (model.exists() or log.exists()):
-        why = "no record of its training command" if recorded is None else "trained with another command or configs"
+    if not same and (model.exists() or log.exists()):
+        why = ("no record of its training command" if recorded is None
+               else "trained with another command or configs, or on other code")
         say(f"row {row}: {model}: {why}: training from scratch", log, mode="w")
         shutil.rmtree(model, ignore_errors=True)
     elif model.exists():
