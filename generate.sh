@@ -19,7 +19,7 @@
 #   --no-detok      write the summaries as ROUGE scores them: the model's tokens (copied words restored)
 #                   separated by spaces, not detokenized English ("the model ( a gru )" for "the model (a gru)")
 #   --quantize int8 decode on the CPU with the decoder's recurrent cells, readout and output layer in int8
-#                   (dynamic quantisation, fairseq_plugins/quantize.py; off by default: see README, "Decoding")
+#                   (dynamic quantisation, fairseq_plugins/inference/quantize.py; off by default: see README, "Decoding")
 #   --verbose       fairseq's messages (config dump, hydra notices, warnings) on stderr instead of a log file
 #   -c, --force-config and the options above go anywhere before DATA_DIR.
 # The model's own GEN_ARGS (recorded in SAVE_DIR/config.json when it was trained) set beam, lengths, blocking;
@@ -78,7 +78,7 @@ if [[ -n "$output" && ! -d "$(dirname "$output")" ]]; then
     mkdir -p "$(dirname "$output")" 2>/dev/null || die_input "--output $output: cannot create its folder $(dirname "$output")"
 fi
 if [[ -f "$save/manifest.json" || -f "$save/MODEL_CARD.md" ]]; then  # a summ-package: checked before use
-    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.package verify "$save" \
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.cli.package verify "$save" \
         || exit 2
 fi
 [[ -f "$data/prep.json" ]] || die_input "$data/prep.json not found: run preprocess.sh first"
@@ -104,7 +104,7 @@ fairseq_quietly() {
 # fairseq-generate / fairseq-interactive, or with --quantize the same command with the model quantized as it loads
 fairseq_command() {
     if [[ -z "$quantize" ]]; then "$@"; return; fi
-    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" python -m fairseq_plugins.quantize "$quantize" "$@"
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" python -m fairseq_plugins.cli.quantize "$quantize" "$@"
 }
 common=(--user-dir "$USER_DIR" --task summarization --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
 

@@ -21,7 +21,7 @@
 # fairseq-train's whole output is appended to SAVE_DIR/train.log.  The terminal (stderr; stdout stays empty) shows
 # the steps, the model's size, the budget, one progress line per --log-interval with updates/s and the time left,
 # the validations (one per --log-interval, and the last), fairseq's warnings and errors, and at the end the best
-# and the last checkpoint (fairseq_plugins/training_log.py).  --verbose, or TRAIN_VERBOSE=1 in the environment,
+# and the last checkpoint (fairseq_plugins/runtime/training_log.py).  --verbose, or TRAIN_VERBOSE=1 in the environment,
 # shows the whole log on stderr as well.  When fairseq-train fails, its last traceback (or its error line) is
 # shown, with the log's name.
 #

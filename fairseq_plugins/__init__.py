@@ -5,13 +5,16 @@
 
 ``register()`` imports every plugin module (which registers it with fairseq) and allow-lists the classes a
 fairseq checkpoint holds, so checkpoints load with torch's safe (``weights_only``) loading left on; it also
-gives a fine-tuning run of ``--task summarization`` its own training-time budget (``training_time.py``).  It runs by
-itself when this package is imported after fairseq, as ``--user-dir`` does.  The text and scoring tools
+gives a fine-tuning run of ``--task summarization`` its own training-time budget (``runtime/training_time.py``).
+It runs by itself when this package is imported after fairseq, as ``--user-dir`` does.  The text and scoring tools
 (``summ-prepare``, ``summ-rouge``...) import the package *without* fairseq, so they start fast; Python code
 that imports this package before fairseq calls ``fairseq_plugins.register()`` itself.
 """
 import sys
 
+from fairseq_plugins import moved
+
+moved.install()  # the old import paths of modules that moved (moved.py)
 _registered = False
 
 
@@ -20,7 +23,7 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from fairseq_plugins import checkpoint_safety, training_time
+    from fairseq_plugins.runtime import checkpoint_safety, training_time
 
     checkpoint_safety.allow_fairseq_checkpoints()
     training_time.install()  # a fine-tuning run gets its own --stop-time-hours budget

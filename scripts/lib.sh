@@ -52,8 +52,8 @@ quietly() {
 }
 
 # train_logged LOG VERBOSE FAIRSEQ_TRAIN_ARGS...: fairseq-train with its whole output appended to LOG and, on
-# stderr, what fairseq_plugins/training_log.py makes of it (everything with VERBOSE=1).  When fairseq-train fails,
-# the end of this run's part of LOG is shown and train.sh exits with fairseq-train's status.
+# stderr, what fairseq_plugins/runtime/training_log.py makes of it (everything with VERBOSE=1).  When fairseq-train
+# fails, the end of this run's part of LOG is shown and train.sh exits with fairseq-train's status.
 train_logged() {
     local log="$1" status=0 first echo=()
     [[ "$2" == 1 ]] && echo=(--echo)
@@ -70,7 +70,7 @@ train_logged() {
 }
 
 training_log() {
-    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.training_log "$@"
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.cli.training_log "$@"
 }
 
 # show_progress FILE TOTAL: run in the background while fairseq writes FILE, "N/TOTAL summaries" on the terminal
@@ -130,13 +130,15 @@ warn_busy_machine() {
     fi
 }
 
-# checkpoint_info ARGS: which checkpoint, its update and validation figure (fairseq_plugins/checkpoint_info.py)
+# checkpoint_info ARGS: which checkpoint, its update and validation figure (fairseq_plugins/runtime/checkpoint_info.py)
 checkpoint_info() {
-    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.checkpoint_info "$@"
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.cli.checkpoint_info "$@"
 }
 
-# The record of the config that made a data or model directory: DIR/config.json (fairseq_plugins/run_config.py).
-run_config() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.run_config "$@"; }
+# The record of the config that made a data or model directory: DIR/config.json (fairseq_plugins/runtime/run_config.py).
+run_config() {
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.cli.run_config "$@"
+}
 
 # record_config DIR ROLE [EXTRA...]: DIR/config.json from the loaded config and the extra options.
 record_config() {

@@ -26,7 +26,7 @@ defaults except skip-gram, which is better than CBOW for the rare words of a sum
 interleave updates).
 
 Output: ``--format word2vec-binary`` (default) or ``word2vec-text``; both load with
-``fairseq_plugins.modules.pretrained_embeddings`` (and with gensim's ``KeyedVectors.load_word2vec_format``).
+``fairseq_plugins.text.word_vectors`` (and with gensim's ``KeyedVectors.load_word2vec_format``).
 With ``--prep``, the coverage of the summ-prepare dictionary is reported at the end.  Progress goes to stderr
 (gensim's log at INFO level, and one line per epoch).
 """
@@ -199,13 +199,13 @@ def save(model, path, fmt):
 def report_coverage(path, prep, prep_dir, fmt, dim):
     from fairseq.data import Dictionary
 
-    from fairseq_plugins.modules.pretrained_embeddings import load_pretrained
+    from fairseq_plugins.text.word_vectors import read_vectors
 
     dict_path = os.path.join(prep_dir, prep["files"]["dict"])
     if not os.path.isfile(dict_path):
         logger.warning("%s not found: no dictionary coverage report", dict_path)
         return
-    _, _, report = load_pretrained(path, Dictionary.load(dict_path), dim, fmt)
+    _, _, report = read_vectors(path, Dictionary.load(dict_path), dim, fmt)
     logger.info("dictionary %s: %s", dict_path, report)
 
 

@@ -1,4 +1,4 @@
-"""summ-analyze (fairseq_plugins/scoring/summary_stats.py; its command, scoring/abstractiveness.py): every figure
+"""summ-analyze (fairseq_plugins/scoring/summary_stats.py; its command, cli/analyze.py): every figure
 on hand-made pairs with known answers, the command's errors, and the experiment tables' use of the same code
 (scripts/experiments/lib.py)."""
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_plugins.scoring import abstractiveness as command
+from fairseq_plugins.cli import analyze as command
 from fairseq_plugins.scoring import summary_stats as ab
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "experiments"))
@@ -218,7 +218,7 @@ def test_detokenized_summaries_against_a_tokenized_source_get_a_warning(tmp_path
 def test_prep_tokenizes_every_text_as_the_models_source(tmp_path, capsys):
     """Raw text and detokenized summaries, through --prep, give the figures of the same texts in the model's
     units (lower-cased word tokens, the source cut at --max-source-len as the model read it)."""
-    from fairseq_plugins.text.prepare import main as prepare
+    from fairseq_plugins.cli.prepare import main as prepare
 
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -258,7 +258,7 @@ def test_the_quickstart_reference_row_counts_in_the_models_units(tmp_path, capsy
     """The shipped SciTLDR-A test references against their sources, both tokenized as scitldr_small prepares the
     quickstart's data: 24.0 % novel unigrams and 3.79 % copied sentences, the figures an audit computed by hand
     for the quickstart's reference row (the raw texts gave it 38.2 % and 0.00 %)."""
-    from fairseq_plugins.text.prepare import main as prepare
+    from fairseq_plugins.cli.prepare import main as prepare
 
     scitldr = Path(__file__).resolve().parents[1] / "data" / "scitldr"
     options = lib.config_array("scitldr_small", "PREP_ARGS")

@@ -16,10 +16,9 @@ import torch
 from conftest import ROOT, command_env, run, slice_corpus
 
 sys.path.insert(0, str(ROOT))
-from fairseq_plugins.scoring import abstractiveness, files2rouge, rouge155  # noqa: E402
-from fairseq_plugins.text import convert, prepare, restore  # noqa: E402
+from fairseq_plugins.cli import analyze, attention_stats, average_checkpoints, convert, files2rouge  # noqa: E402
+from fairseq_plugins.cli import prepare, restore, rl_stats, rouge, rouge_significance, visualize_attention  # noqa: E402
 from fairseq_plugins.text.tokenization import Tokenizer, display_text  # noqa: E402
-from fairseq_plugins.tools import attention_stats, average_checkpoints, rl_stats, rouge_significance, visualize_attention  # noqa
 
 VERSION = re.compile(r"^\S+ \(fairseq-summarization-plugins \d+\.\d+\.\d+\)$")
 TRAIN_SRC = ["the town of Smallville has a mayor .", "a mayor of the press met the town ."]
@@ -60,8 +59,7 @@ def generated(path, hypotheses):
 TOOLS = [average_checkpoints, rouge_significance, visualize_attention, attention_stats]
 
 
-@pytest.mark.parametrize("module", [convert, prepare, restore, rouge155, files2rouge, abstractiveness, rl_stats,
-                                    *TOOLS])
+@pytest.mark.parametrize("module", [convert, prepare, restore, rouge, files2rouge, analyze, rl_stats, *TOOLS])
 def test_version_everywhere(module, capsys):
     status, out, _ = main_status(module, ["--version"], capsys)
     assert status == 0 and VERSION.match(out.strip()), out
@@ -106,6 +104,9 @@ def test_the_moved_scripts_are_installed_commands_and_their_old_paths_shims():
         spec.loader.exec_module(old)  # the old path: the same names, the same command
         public = [key for key in vars(module) if not key.startswith("_")]
         assert all(getattr(old, key) is getattr(module, key) for key in public) and old.main is module.main
+        if name == "rouge_significance":  # and the library's names, which the experiment scripts import from there
+            from fairseq_plugins.scoring import significance
+            assert old.paired_bootstrap is significance.paired_bootstrap
     assert scripts["summ-files2rouge"] == scripts["files2rouge"]  # a name that shadows no other tool
 
 
@@ -210,7 +211,7 @@ def test_restore_bad_input_and_usage_exit_2(tmp_path, capsys, monkeypatch, argv,
 
 def test_rouge_exit_codes(tmp_path, capsys):
     write(tmp_path / "refs", ["a b c ."])
-    status, _, err = main_status(rouge155, ["--refs", tmp_path / "refs", "--hyps", tmp_path / "missing"], capsys)
+    status, _, err = main_status(rouge, ["--refs", tmp_path / "refs", "--hyps", tmp_path / "missing"], capsys)
     assert status == 2 and "missing" in err
     write(tmp_path / "two", ["a .", "b ."])
     status, _, err = main_status(files2rouge, [tmp_path / "refs", tmp_path / "two"], capsys)
@@ -238,7 +239,7 @@ def test_convert_tsv_warns_when_the_target_column_is_longer(tmp_path, capsys):
 def test_analyze_json_to_stdout(tmp_path, capsys):
     write(tmp_path / "src", ["the cat sat on the mat ."])
     write(tmp_path / "hyp", ["the cat sat ."])
-    status, out, err = main_status(abstractiveness, ["--source", tmp_path / "src", "--hyp", tmp_path / "hyp",
+    status, out, err = main_status(analyze, ["--source", tmp_path / "src", "--hyp", tmp_path / "hyp",
                                                      "--json", "-"], capsys)
     assert status == 0 and out.lstrip().startswith("{") and "novel" in err
 
@@ -403,7 +404,7 @@ def test_generate_into_a_folder_that_cannot_be_made_is_a_clean_usage_error(tiny_
 
 
 def test_checkpoint_facts_say_the_update_the_figure_and_the_measure(tmp_path, capsys):
-    from fairseq_plugins import checkpoint_info
+    from fairseq_plugins.cli import checkpoint_info
 
     def save(name, metric, maximize, value, updates):
         torch.save({"cfg": {"checkpoint": {"best_checkpoint_metric": metric,

@@ -208,7 +208,7 @@ def test_self_critical_fine_tuning_trains_on_cuda_through_train_sh(data, trained
 @pytest.mark.slow
 def test_cpu_and_gpu_decode_the_same_checkpoint_to_the_same_summaries(trained):
     """fp32, beam 5, trigram blocking: at least 99 % of 200 test documents get the same summary on both."""
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     documents = (ROOT / "data" / "scitldr" / "test.src").read_text(encoding="utf-8").splitlines()[:200]
     options = dict(beam=5, block_ngram_repeat=3, batch_size=32)
@@ -224,7 +224,7 @@ def test_cpu_and_gpu_decode_the_same_checkpoint_to_the_same_summaries(trained):
 
 @pytest.mark.slow
 def test_summ_serve_on_cuda_answers_as_the_hub_does(trained):
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
     from serving import Server
 
     documents = (ROOT / "data" / "scitldr" / "test.src").read_text(encoding="utf-8").splitlines()[:5]
@@ -239,8 +239,8 @@ def test_summ_serve_on_cuda_answers_as_the_hub_does(trained):
 
 @pytest.mark.slow
 def test_quantize_refuses_cuda_with_its_message(trained):
-    from fairseq_plugins.hub import Summarizer
-    from fairseq_plugins.quantize import QuantizeError
+    from fairseq_plugins.inference.hub import Summarizer
+    from fairseq_plugins.inference.quantize import QuantizeError
 
     with pytest.raises(QuantizeError, match="decodes on the CPU only"):
         Summarizer.from_pretrained(trained, device="cuda", quantize="int8")

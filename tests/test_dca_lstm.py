@@ -292,7 +292,7 @@ def test_incremental_decoding_equals_full_forward_with_reordering(options):
 
 def test_beam_search_with_trigram_blocking_and_the_hub_teacher_forcing():
     from fairseq_plugins.generation.generator import SummarizationGenerator
-    from fairseq_plugins.hub import teacher_force
+    from fairseq_plugins.inference.hub import teacher_force
 
     torch.manual_seed(10)
     model = build().eval()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_plugins.checkpoint_safety import allow_fairseq_checkpoints
+from fairseq_plugins.runtime.checkpoint_safety import allow_fairseq_checkpoints
 
 from conftest import run, slice_corpus
 

@@ -260,7 +260,7 @@ def test_every_architecture_generates_without_repeated_trigrams(arch):
 # ----------------------------------------------------------------------------------------------- coverage penalty
 def test_coverage_penalty_score_equals_the_formula():
     """score(beta) = score(0) + beta * sum_i log(min(sum_t a_i^t, 1)) with a^t recomputed by teacher forcing."""
-    from fairseq_plugins.hub import teacher_force
+    from fairseq_plugins.inference.hub import teacher_force
 
     dictionary = tiny_dictionary()
     torch.manual_seed(5)

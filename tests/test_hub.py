@@ -1,4 +1,4 @@
-"""Hub API (fairseq_plugins/hub.py), the visualiser's CLI and TensorBoard logging, on a tiny trained model.
+"""Hub API (fairseq_plugins/inference/hub.py), the visualiser's CLI and TensorBoard logging, on a tiny trained model.
 
 One module fixture trains pgn_lstm_small for a few updates on 200 SciTLDR-A documents through preprocess.sh and
 train.sh, with --tensorboard-logdir."""
@@ -49,7 +49,7 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def summarizer(trained):
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     _, _, model, _ = trained
     return Summarizer.from_pretrained(model)
@@ -111,7 +111,7 @@ def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, 
     token: for the last document an OOV word, which both generate.sh and summarize() must restore."""
     import torch
 
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     _, data, model, _ = trained
     copier = Summarizer.from_pretrained(model)  # a model of its own: the module's summarizer stays untouched
@@ -150,7 +150,7 @@ def test_one_summary_per_input_in_order(summarizer, documents):
 
 def test_an_empty_or_blank_document_gets_an_empty_summary_and_a_warning(summarizer, documents, caplog):
     texts = ["", documents[0], " \t  "]
-    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.hub"):
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.inference.hub"):
         summaries = summarizer.summarize(texts, beam=3, max_len_b=20)
     assert summaries[0] == summaries[2] == "" and summaries[1].strip()
     assert summaries[1] == summarizer.summarize(documents[:1], beam=3, max_len_b=20)[0]  # its batch-mates change nothing
@@ -201,7 +201,7 @@ def test_details_agree_with_summarize_and_the_equations(summarizer, documents):
 
 
 def test_from_pretrained_with_data_dir(trained, summarizer, tmp_path):
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     _, data, model, _ = trained
     bare = tmp_path / "bare"
@@ -220,7 +220,7 @@ def test_from_pretrained_with_data_dir(trained, summarizer, tmp_path):
 def test_visualize_attention_cli(trained, summarizer, documents, tmp_path):
     import matplotlib.image
 
-    from fairseq_plugins.visualize import png_layout
+    from fairseq_plugins.viz.visualize import png_layout
 
     _, data, model, _ = trained
     (tmp_path / "docs.txt").write_text("\n".join(documents) + "\n", encoding="utf-8")
@@ -274,16 +274,16 @@ def long_document():
 
 
 def test_truncated_document_is_warned_counted_and_refusable(summarizer, caplog):
-    from fairseq_plugins.hub import LossyInputError
+    from fairseq_plugins.inference.hub import LossyInputError
 
     short = "we propose a new method for training neural networks ."
-    with caplog.at_level("WARNING", logger="fairseq_plugins.hub"):
+    with caplog.at_level("WARNING", logger="fairseq_plugins.inference.hub"):
         details = summarizer.summarize_with_details([long_document(), short], beam=2, max_len_b=10)
     report = details[0].input_report
     assert report.tokens > 200 and report.truncated_tokens == report.tokens - 150 and report.lossy
     assert len(details[0].source_tokens) == 151  # what the model read: 150 tokens and </s>
     assert not details[1].input_report.lossy and details[1].input_report.tokens == len(short.split())
-    warned = [r for r in caplog.records if r.name == "fairseq_plugins.hub"]
+    warned = [r for r in caplog.records if r.name == "fairseq_plugins.inference.hub"]
     assert len(warned) == 1 and warned[0].levelname == "WARNING"  # one per lossy document, none for the other
     assert "document 0 of 2" in warned[0].getMessage() and f"of its {report.tokens} tokens" in warned[0].getMessage()
     with pytest.raises(LossyInputError, match="1 of 2 documents cannot be read whole") as refused:
@@ -300,7 +300,7 @@ def test_oov_words_beyond_the_markers_are_counted_as_unk(summarizer, caplog):
     unk = sum(tok.startswith("<oov-") and tok != "<oov-0>" for tok in marked)  # the words beyond the first
     few = copy.copy(summarizer)
     few.num_markers = 1  # one marker: only the document's first OOV word can be copied
-    with caplog.at_level("WARNING", logger="fairseq_plugins.hub"):
+    with caplog.at_level("WARNING", logger="fairseq_plugins.inference.hub"):
         d = few.summarize_with_details([MARKER_DOC], beam=2, max_len_b=10)[0]
     assert d.oov_words == oov_words[:1] and d.source_markers.count("<unk>") == unk
     report = d.input_report
@@ -344,7 +344,7 @@ def record_inputs(monkeypatch, module, seen, stop=False):
 def test_every_input_goes_to_the_summarizer_device(trained, monkeypatch):
     import torch
 
-    from fairseq_plugins.hub import Summarizer, teacher_force
+    from fairseq_plugins.inference.hub import Summarizer, teacher_force
 
     _, _, model, _ = trained
     on_cpu = Summarizer.from_pretrained(model, device="cpu")
@@ -373,7 +373,7 @@ def test_every_input_goes_to_the_summarizer_device(trained, monkeypatch):
 def test_unknown_or_missing_device_is_a_clear_error(trained):
     import torch
 
-    from fairseq_plugins.hub import Summarizer, resolve_device
+    from fairseq_plugins.inference.hub import Summarizer, resolve_device
 
     _, _, model, _ = trained
     with pytest.raises(ValueError, match="unknown device 'gpu'"):

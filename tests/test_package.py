@@ -1,5 +1,5 @@
-"""summ-package (fairseq_plugins/package.py): a self-contained model directory checked by a sha256 manifest, loaded
-by Summarizer.from_pretrained, summ-serve and generate.sh; a corrupted or incomplete package is refused."""
+"""summ-package (fairseq_plugins/inference/package.py): a self-contained model directory checked by a sha256
+manifest, loaded by Summarizer.from_pretrained, summ-serve and generate.sh; a corrupted or incomplete package is refused."""
 import json
 import os
 import shutil
@@ -32,7 +32,7 @@ def packaged(model, tmp_path_factory):
 
 
 def summarizer_of(path):
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     return Summarizer.from_pretrained(path, device="cpu")
 
@@ -106,7 +106,7 @@ BROKEN = {
 
 @pytest.mark.parametrize("name", list(BROKEN))
 def test_corrupted_or_incomplete_package_is_refused_by_the_hub(packaged, tmp_path, name):
-    from fairseq_plugins.package import PackageError
+    from fairseq_plugins.inference.package import PackageError
 
     change, message = BROKEN[name]
     broken = corrupt_copy(packaged, tmp_path, change)

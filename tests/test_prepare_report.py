@@ -5,7 +5,8 @@ import json
 import pytest
 
 from conftest import ROOT, run as run_command
-from fairseq_plugins.text import prepare
+from fairseq_plugins.cli import prepare
+from fairseq_plugins.text import prepare as prepare_lib
 
 LIMITS = ["--max-source-len", "12", "--max-target-len", "30"]
 
@@ -54,9 +55,9 @@ def warnings(err, split):
 
 
 def test_percentile_is_the_length_that_keeps_that_share_whole():
-    assert prepare.percentile(list(range(1, 101)), 95) == 95
-    assert prepare.percentile(list(range(1, 41)), 95) == 38 and prepare.percentile(list(range(1, 41)), 99) == 40
-    assert prepare.percentile([7], 99) == 7 and prepare.percentile([], 95) == 0
+    assert prepare_lib.percentile(list(range(1, 101)), 95) == 95
+    assert prepare_lib.percentile(list(range(1, 41)), 95) == 38 and prepare_lib.percentile(list(range(1, 41)), 99) == 40
+    assert prepare_lib.percentile([7], 99) == 7 and prepare_lib.percentile([], 95) == 0
 
 
 def test_build_warns_when_more_than_5_percent_are_truncated(built):

@@ -18,9 +18,9 @@ import torch
 from fairseq.data import Dictionary
 
 from fairseq_plugins.modules.factories import Embedding
-from fairseq_plugins.modules.pretrained_embeddings import (
-    EmbeddingFileError, detect_format, fill_embedding, freeze, load_pretrained)
-from fairseq_plugins.text import prepare
+from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze, load_pretrained
+from fairseq_plugins.text.word_vectors import EmbeddingFileError, detect_format
+from fairseq_plugins.cli import prepare
 from fairseq_plugins.text.markers import is_reserved, marker
 from fairseq_plugins.text.textio import read_lines
 from fairseq_plugins.text.tokenization import Tokenizer

@@ -1,5 +1,5 @@
-"""int8 dynamic quantisation of the decoders (fairseq_plugins/quantize.py, issue 22): every architecture quantizes
-its planned modules (and only them) and still decodes with beam search; generate.sh --quantize int8, the hub's
+"""int8 dynamic quantisation of the decoders (fairseq_plugins/inference/quantize.py): every architecture
+quantizes its planned modules (and only them) and still decodes with beam search; generate.sh --quantize int8, the hub's
 ``quantize="int8"`` and ``summ-serve --quantize int8`` give the same summaries; bad values are usage errors."""
 import copy
 
@@ -9,7 +9,7 @@ import torch.nn as nn
 
 import test_dca_lstm
 from conftest import run, tiny_batch, tiny_dictionary, tiny_gru, tiny_model
-from fairseq_plugins import quantize
+from fairseq_plugins.inference import quantize
 from fairseq_plugins.generation.generator import SummarizationGenerator
 
 DICT = tiny_dictionary()
@@ -137,7 +137,7 @@ def test_quantizing_a_model_off_the_cpu_is_refused():
     ({"quantize": "int8", "device": "cuda"}, "CPU only"),
 ])
 def test_hub_refuses_a_bad_quantize_before_reading_the_checkpoint(tmp_path, options, message):
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     with pytest.raises(ValueError, match=message):
         Summarizer.from_pretrained(tmp_path / "no-such-model", **options)
@@ -148,7 +148,7 @@ def test_hub_refuses_a_bad_quantize_before_reading_the_checkpoint(tmp_path, opti
     (["--quantize", "int8", "--device", "cuda"], "CPU only"),
 ])
 def test_summ_serve_refuses_a_bad_quantize_with_exit_2(tmp_path, capsys, options, message):
-    from fairseq_plugins.serve.app import main
+    from fairseq_plugins.cli.serve import main
 
     try:
         status = main([str(tmp_path), *options])
@@ -182,7 +182,7 @@ def test_generate_sh_bad_quantize_is_a_usage_error(options, message):
 def test_generate_sh_hub_and_server_agree_in_int8(trained, tmp_path):
     from serving import Server, sample_documents
 
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     _, data, model, config = trained
     documents = sample_documents()

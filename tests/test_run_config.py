@@ -1,4 +1,4 @@
-"""A data and a model directory remember the config that made them (config.json, fairseq_plugins/run_config.py):
+"""A data and a model directory remember the config that made them (config.json, fairseq_plugins/runtime/run_config.py):
 train.sh and generate.sh default to it, the hub decodes with the model's GEN_ARGS, and an explicit -c that
 disagrees is an error unless --force-config (issue 25 part 1)."""
 import json
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run, slice_corpus
-from fairseq_plugins import run_config
+from fairseq_plugins.cli import run_config as run_config_command
+from fairseq_plugins.runtime import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--max-update", "2", "--max-tokens", "3000", "--disable-validation"]
@@ -75,7 +76,7 @@ def test_a_disagreeing_c_is_an_error_unless_forced(made):
 
 @pytest.mark.slow
 def test_the_hub_decodes_with_the_models_gen_args(made):
-    from fairseq_plugins.hub import DEFAULT_GENERATION, Summarizer, generation_options
+    from fairseq_plugins.inference.hub import DEFAULT_GENERATION, Summarizer, generation_options
 
     work, config, data, model, _ = made
     summarizer = Summarizer.from_pretrained(model, checkpoint_file="checkpoint_last.pt", device="cpu")
@@ -98,4 +99,4 @@ def test_a_broken_record_is_named(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"name": "x"}), encoding="utf-8")
     with pytest.raises(run_config.RecordError, match="without prep_args, train_args, gen_args, extra_args"):
         run_config.read(tmp_path)
-    assert run_config.main(["get", str(tmp_path / "nope.json"), "name"]) == 2
+    assert run_config_command.main(["get", str(tmp_path / "nope.json"), "name"]) == 2

@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
 
-from fairseq_plugins.text import convert, prepare, restore  # noqa: E402
+from fairseq_plugins.cli import convert, prepare, restore  # noqa: E402
+from fairseq_plugins.text.convert import read_story  # noqa: E402
 from fairseq_plugins.text.markers import is_reserved, marker  # noqa: E402
 from fairseq_plugins.text.tokenization import (  # noqa: E402
     Tokenizer, char_tokenize, detokenize, train_sentencepiece, word_tokenize)
@@ -97,7 +98,7 @@ def test_convert_story_directory_and_url_list(tmp_path, shared, capsys):
     assert "wrote 10 documents" in err
     urls = [u.strip() for u in url_list.read_text().splitlines() if u.strip()]
     first = hashlib.sha1(urls[0].encode()).hexdigest()
-    article, highlights = convert.read_story(str(stories / f"{first}.story"), fix_missing_period=True)
+    article, highlights = read_story(str(stories / f"{first}.story"), fix_missing_period=True)
     val_src, val_tgt = lines(tmp_path / "val.src"), lines(tmp_path / "val.tgt")
     assert val_src[0] == " ".join(article)
     assert val_tgt[0] == " <q> ".join(highlights) and val_tgt[0].count(" <q> ") == len(highlights) - 1 >= 1

@@ -1,4 +1,4 @@
-"""train.sh's terminal: fairseq-train's log read line by line (fairseq_plugins/training_log.py), in both of
+"""train.sh's terminal: fairseq-train's log read line by line (fairseq_plugins/runtime/training_log.py), in both of
 fairseq's line formats, with a clock the test moves."""
 import io
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 from conftest import ROOT
 
-from fairseq_plugins.training_log import Progress, failure_excerpt, follow, read_settings, read_stats
+from fairseq_plugins.runtime.training_log import Progress, failure_excerpt, follow, read_settings, read_stats
 
 STAMP = "2026-11-27 21:43:27 | INFO | "
 CONFIG = (STAMP + "fairseq_cli.train | {'_name': None, 'common': {'log_interval': 5}, 'optimization': {"
@@ -132,7 +132,7 @@ def test_a_failure_shows_its_last_traceback_or_its_errors_or_its_end():
 
 
 def test_a_log_that_cannot_be_written_is_a_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "fairseq_plugins.training_log", "--log",
+    result = subprocess.run([sys.executable, "-m", "fairseq_plugins.cli.training_log", "--log",
                              str(tmp_path / "missing" / "train.log")], cwd=ROOT, input="", capture_output=True,
                             text=True)
     assert result.returncode == 2

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from conftest import tiny_dictionary, tiny_model
-from fairseq_plugins.hub import Summarizer, teacher_force
+from fairseq_plugins.inference.hub import Summarizer, teacher_force
 from fairseq_plugins.text.markers import marker
-from fairseq_plugins import visualize
-from fairseq_plugins.visualize import png_layout, render_html, render_png, save
+from fairseq_plugins.viz import visualize
+from fairseq_plugins.viz.visualize import png_layout, render_html, render_png, save
 
 SETTINGS = {"lang": "en", "unit": "keep", "lowercase": False, "max_source_len": 0, "num_markers": 4}
 COPY_DOC = "a zyzzyva b zyzzyva zyzzyva"  # source: a <oov-0> b <oov-0> <oov-0> </s>
@@ -254,7 +254,7 @@ def test_the_page_outlines_only_what_the_copy_distribution_produced():
 
 
 def test_a_summary_word_is_copied_when_its_copy_part_is_over_half_its_probability():
-    from fairseq_plugins.hub import SummaryDetails
+    from fairseq_plugins.inference.hub import SummaryDetails
     from fairseq_plugins.serve.page import copied_steps
 
     details = SummaryDetails(

@@ -25,6 +25,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.modules.factories import TorchLinear
 from fairseq_plugins.modules.step_gradient import share_across_steps
 
 
@@ -44,9 +45,9 @@ class AgentWordAttention(nn.Module):
 
     def __init__(self, key_dim: int, query_dim: int, attn_dim: int):
         super().__init__()
-        self.key_proj = nn.Linear(key_dim, attn_dim, bias=True)  # W5, b1
-        self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W6
-        self.v = nn.Linear(attn_dim, 1, bias=False)  # v2
+        self.key_proj = TorchLinear(key_dim, attn_dim, bias=True)  # W5, b1
+        self.query_proj = TorchLinear(query_dim, attn_dim, bias=False)  # W6
+        self.v = TorchLinear(attn_dim, 1, bias=False)  # v2
 
     def project_keys(self, states: Tensor) -> Tensor:
         """W5 h_{a,i} + b1, once per source: B x M x S_a x H -> B x M x S_a x A."""
@@ -90,9 +91,9 @@ class AgentAttention(nn.Module):
 
     def __init__(self, context_dim: int, query_dim: int, attn_dim: int):
         super().__init__()
-        self.context_proj = nn.Linear(context_dim, attn_dim, bias=True)  # W7, b2
-        self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W8
-        self.v = nn.Linear(attn_dim, 1, bias=False)  # v3
+        self.context_proj = TorchLinear(context_dim, attn_dim, bias=True)  # W7, b2
+        self.query_proj = TorchLinear(query_dim, attn_dim, bias=False)  # W8
+        self.v = TorchLinear(attn_dim, 1, bias=False)  # v3
 
     def forward(self, contexts: Tensor, queries: Tensor, nonempty: Tensor) -> Tuple[Tensor, Tensor]:
         """contexts: B x T x M x H; queries: B x T x Q; nonempty: B x M.

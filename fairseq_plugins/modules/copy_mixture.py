@@ -40,6 +40,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_plugins.modules.factories import TorchLinear
+
 TINY = 1e-30  # the clamp of a log taken of a probability (not of a logit): only merge_copy_sources' g_t
 NEG_INF = float("-inf")
 
@@ -53,7 +55,7 @@ class GenerationSwitch(nn.Module):
 
     def __init__(self, input_dims: List[int]):
         super().__init__()
-        self.proj = nn.Linear(sum(input_dims), 1)  # [w_h*; w_s; w_x], b_ptr
+        self.proj = TorchLinear(sum(input_dims), 1)  # [w_h*; w_s; w_x], b_ptr
 
     def logit(self, *inputs: Tensor) -> Tensor:
         """inputs: ... x d_k each -> the logit l of p_gen = sigmoid(l): ... x 1."""

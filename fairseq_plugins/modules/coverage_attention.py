@@ -19,6 +19,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.modules.factories import TorchLinear
 from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
 
 
@@ -35,10 +36,10 @@ class CoverageAttention(nn.Module):
     def __init__(self, key_dim: int, query_dim: int, attn_dim: Optional[int] = None, coverage: bool = True):
         super().__init__()
         attn_dim = attn_dim or key_dim
-        self.key_proj = nn.Linear(key_dim, attn_dim, bias=True)  # W_h, b_attn
-        self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W_s
+        self.key_proj = TorchLinear(key_dim, attn_dim, bias=True)  # W_h, b_attn
+        self.query_proj = TorchLinear(query_dim, attn_dim, bias=False)  # W_s
         self.coverage_weight = nn.Parameter(torch.zeros(attn_dim)) if coverage else None  # w_c
-        self.v = nn.Linear(attn_dim, 1, bias=False)  # v
+        self.v = TorchLinear(attn_dim, 1, bias=False)  # v
         self.coverage = coverage
 
     def project_keys(self, keys: Tensor, offset: Optional[Tensor] = None) -> Tensor:

@@ -2,7 +2,8 @@
 
 Each returns a plain torch module (so parameter names in checkpoints are torch's), initialised as the
 toolkit's models have always been: embeddings N(0, 1/dim) with a zero padding row, linear layers Xavier-uniform
-with zero bias, recurrent layers uniform in [-0.1, 0.1].  ``build_embeddings`` builds a model's encoder and
+with zero bias (``Linear``; the attention scorers and gates keep torch's default, ``TorchLinear``), recurrent
+layers uniform in [-0.1, 0.1].  ``build_embeddings`` builds a model's encoder and
 decoder embeddings from the options ``add_embedding_args`` declares, with the ``--share-all-embeddings`` check.
 """
 import logging
@@ -43,6 +44,12 @@ def Linear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
     if bias:
         nn.init.constant_(m.bias, 0.0)
     return m
+
+
+def TorchLinear(in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
+    """A linear layer with torch's own initialisation (Kaiming-uniform weights, a = sqrt(5); bias ~ U(+-1/sqrt(in))),
+    which the attention scorers, the copy switch and the selective gates have always had."""
+    return nn.Linear(in_features, out_features, bias=bias)
 
 
 def uniform_rnn_init(m: nn.Module) -> nn.Module:

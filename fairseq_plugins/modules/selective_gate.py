@@ -20,6 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_plugins.modules.factories import TorchLinear
+
 
 def masked_mean(states: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
     """Mean of the non-padding states.  states: B x S x C, padding_mask: B x S (True at padding) -> B x C."""
@@ -40,7 +42,7 @@ class GlobalDocumentEncoding(nn.Module):
         super().__init__()
         self.u_s = nn.Parameter(torch.empty(state_dim))  # u_s
         nn.init.normal_(self.u_s, mean=0.0, std=state_dim**-0.5)  # u_i^T u_s starts at O(1) scale
-        self.proj = nn.Linear(state_dim, state_dim)  # W_s, b_s
+        self.proj = TorchLinear(state_dim, state_dim)  # W_s, b_s
 
     def global_vector(self, bsz: int) -> Tensor:
         """u_s for every document of a batch: B x C (a view, no copy)."""
@@ -73,7 +75,7 @@ class SelectiveGate(nn.Module):
         self.state_dim = state_dim
         self.global_dim = global_dim
         document_dim = state_dim if document_dim is None else document_dim
-        self.proj = nn.Linear(state_dim + global_dim + document_dim, state_dim)  # W_g, b_g
+        self.proj = TorchLinear(state_dim + global_dim + document_dim, state_dim)  # W_g, b_g
 
     def forward(self, states: Tensor, document: Tensor, global_vector: Optional[Tensor] = None
                 ) -> Tuple[Tensor, Tensor]:

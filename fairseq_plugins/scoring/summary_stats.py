@@ -1,5 +1,5 @@
 """How abstractive, how repetitive and how long summaries are, against their sources: the figures of
-``summ-analyze`` (its command: ``scoring/abstractiveness.py``; its chart and page: ``analysis_page.py``).
+``summ-analyze`` (its command: ``cli/analyze.py``; its chart and page: ``viz/analysis_page.py``).
 
 Inputs are line-aligned plain text, one document a line, as ``generate.sh`` writes summaries and ``summ-rouge``
 reads them; the reference, when given, is one more system.  Pure Python (no fairseq, no torch).

@@ -1,4 +1,4 @@
-"""``summ-serve``: a batched HTTP summarization service on top of :mod:`fairseq_plugins.hub`.
+"""``summ-serve``: a batched HTTP summarization service on top of :mod:`fairseq_plugins.inference.hub`.
 
     summ-serve MODEL_DIR [--host 127.0.0.1] [--port 8080]      # a train.sh SAVE_DIR or a summ-package directory
 

@@ -9,7 +9,7 @@ assets).  Paste or upload a text, choose decoding options (the model's own are f
     the class ``copied`` (``#source``; ``copied_steps``);
   * the counts of what the model did not read of the document (truncation), and any error the server gave.
 
-:func:`copy_view` turns a :class:`fairseq_plugins.hub.SummaryDetails` into the JSON the page reads.
+:func:`copy_view` turns a :class:`fairseq_plugins.inference.hub.SummaryDetails` into the JSON the page reads.
 """
 import html
 import json
@@ -17,7 +17,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_plugins.visualize import final_coverage
+from fairseq_plugins.viz.visualize import final_coverage
 
 SPECIAL = ("</s>", "<s>", "<pad>", "<unk>")
 

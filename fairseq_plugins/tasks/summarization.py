@@ -31,7 +31,7 @@ of 1, so every document is trained on, validated and summarized.  Everything els
 
 Fine-tuning (``--finetune-from-model``, or ``--reset-meters``): training time counts from 0, so
 ``--stop-time-hours`` is the fine-tuning run's own budget, not what is left of its parent's
-(fairseq_plugins/training_time.py); the log says which time is counted.
+(fairseq_plugins/runtime/training_time.py); the log says which time is counted.
 
 Precision: ``--bf16-autocast`` trains and validates in bfloat16 through ``torch.autocast`` (float32 weights, no loss
 scaler; tasks/precision.py).  fairseq's ``--bf16`` is a TPU option in 0.12.x: without torch_xla it is refused
@@ -108,7 +108,7 @@ class SummarizationConfig(TranslationConfig):
 @register_task("summarization", dataclass=SummarizationConfig)
 class SummarizationTask(TranslationTask):
     skips_nonfinite_updates = True  # focal_copy_coverage --on-nonfinite skip relies on optimizer_step below
-    counts_own_training_time = True  # a fine-tuning run's --stop-time-hours starts at 0 (training_time.py)
+    counts_own_training_time = True  # a fine-tuning run's --stop-time-hours starts at 0 (runtime/training_time.py)
     _skip_update = None  # update_num (as fairseq passes it) whose optimizer step must not run
     _may_skip = False  # the criterion skips non-finite batches (then workers agree on every update)
     _current_split = None  # the split whose batches are being iterated (set by get_batch_iterator)

@@ -16,13 +16,12 @@ sadly", sacremoses), or with ``--no-detok`` as ROUGE scores it (the tokens separ
 for --generate-output and stdout for --output and --tokens-output (--out and --tokens-out are older spellings).
 Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 """
-import argparse
 import re
 import sys
 
 from . import markers
 from .prepare import load_prep
-from .textio import AtomicWriter, UserError, count_lines, finish_parser, read_lines, run_cli
+from .textio import AtomicWriter, UserError, count_lines, read_lines
 from .tokenization import detokenize, display_text
 
 PROG = "summ-restore"
@@ -136,31 +135,3 @@ def restore(args):
               f"({'dropped' if args.drop_unk else 'written as <unk>'})", file=sys.stderr)
     if counts["empty"]:
         print(f"{PROG}: warning: {counts['empty']} empty summaries (kept as empty lines)", file=sys.stderr)
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prep", required=True, help="prep.json written by summ-prepare (language, unit)")
-    parser.add_argument("--oov", help="the .oov file of the generated inputs (one line per document)")
-    parser.add_argument("--generate-output", required=True, help="fairseq-generate/-interactive output (- = stdin)")
-    parser.add_argument("-o", "--output", "--out", required=True,
-                        help="the summaries, one per document, in id order (- = stdout)")
-    parser.add_argument("--num-docs", type=int, help="expected number of documents (checked against --oov)")
-    parser.add_argument("--tokens-output", "--tokens-out", help="also write the restored tokens (before detokenization)")
-    parser.add_argument("--drop-unk", action="store_true", help="remove <unk> from the summaries")
-    parser.add_argument("--no-detok", action="store_true",
-                        help="write the text ROUGE scores (tokens separated by spaces), not detokenized English")
-    return finish_parser(parser)
-
-
-def _main(argv):
-    restore(build_parser().parse_args(argv))
-
-
-def main(argv=None):
-    return run_cli(PROG, _main, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

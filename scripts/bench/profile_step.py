@@ -164,7 +164,7 @@ def time_decoding(cfg, task, model, sentences: int, beam: int, max_len: int, pro
             print(f"{name}: profile of one batch, {'blocking n=%d' % block if block else 'no blocking'}:")
             with torch.profiler.profile(activities=activities(device)) as prof:
                 task.inference_step(generator, [model], batches[0])
-            print_table(prof, self.device)
+            print_table(prof, device)
 
 
 def main(argv=None):

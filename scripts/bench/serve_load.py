@@ -54,7 +54,7 @@ def offline_generate_sh(data_dir: Path, model_dir: Path, docs_file: Path, gen_ar
 
 def hub_measurements(model_dir: Path, documents: List[str], options: Dict) -> Dict:
     """Seconds of one batch call on every document, and of a single-document call on each."""
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     summarizer = Summarizer.from_pretrained(model_dir, device="cpu")
     summarizer.summarize(documents[:2], **options)  # warm-up

@@ -65,7 +65,7 @@ row (in-process, another measurement, other columns), runs on the CPU only, and 
 --quantize int8 adds the int8 rows (issue 22), measured after the other rows: pgn_lstm's checkpoint (the
 pgn_lstm row's checkpoint_last.pt, or --quantize-checkpoint, e.g. a model trained with configs/lcsts_char.conf on
 the --data-bin it was trained on) decodes the same sentences with fp32 and with ``generate.sh --quantize int8``'s
-command (``python -m fairseq_plugins.quantize int8 fairseq-generate``), taking turns, --repeats rounds, the same
+command (``python -m fairseq_plugins.cli.quantize int8 fairseq-generate``), taking turns, --repeats rounds, the same
 beam, lengths, batch size and threads, on the CPU.  It prints both sentences/s (medians), their ratio against
 issue 22's target (int8 at least 1.4 x fp32), the share of identical hypotheses and both peak memories.  With
 --quantize-checkpoint, ``--models none`` skips the training rows.  ROUGE of both: ``generate.sh --score`` and
@@ -374,7 +374,7 @@ def hypotheses_by_id(output: str) -> dict:
 
 
 def measure_quantize(args, subset_dir: Path) -> dict:
-    """The int8 rows (issue 22): the checkpoint decoded in fp32 and in int8 (fairseq_plugins/quantize.py), taking
+    """The int8 rows: the checkpoint decoded in fp32 and in int8 (fairseq_plugins/inference/quantize.py), taking
     turns, --repeats rounds per length mode.  Per mode: each scheme's median sentences/s and its runs, peak MB,
     mean hypothesis length, and the percentage of sentences whose int8 hypothesis equals the fp32 one."""
     checkpoint = quantize_checkpoint(args)
@@ -393,7 +393,7 @@ def measure_quantize(args, subset_dir: Path) -> dict:
             for scheme in schemes:
                 cmd = fairseq_decode_command(REFERENCE, args, subset_dir, checkpoint.parent, min_len, 0, checkpoint)
                 if scheme != "fp32":
-                    cmd = ["python", "-m", "fairseq_plugins.quantize", scheme, *cmd]
+                    cmd = ["python", "-m", "fairseq_plugins.cli.quantize", scheme, *cmd]
                 output, _, peak_mb = run_measured(cmd, logs / f"{mode}_{scheme}_{round_}.log")
                 runs[scheme].append(dict(parse_generate(scheme, output), decode_peak_mb=peak_mb))
                 hypotheses[scheme] = hypotheses_by_id(output)

@@ -111,7 +111,7 @@ def scored(exp: Experiment, corpus: str, seed: int, updates: int, which: str) ->
     per_doc = exp.work / corpus / f"seed{seed}" / f"{which}.tsv"
     exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", lang,
              "--per-doc", per_doc], f"rouge_doc_{name}.log")
-    info = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "fairseq_plugins.checkpoint_info",
+    info = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "fairseq_plugins.cli.checkpoint_info",
                            model / checkpoint], cwd=ROOT, env=exp.env, capture_output=True, text=True).stdout
     update = re.search(r"update (\d+)", info)
     return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": per_doc,
@@ -136,7 +136,7 @@ def paired(exp: Experiment, a: Path, b: Path, name: str) -> Dict[str, tuple]:
 def same_weights(a: Path, b: Path) -> bool:
     import torch
 
-    from fairseq_plugins.checkpoint_safety import allow_fairseq_checkpoints
+    from fairseq_plugins.runtime.checkpoint_safety import allow_fairseq_checkpoints
 
     allow_fairseq_checkpoints()
     first, second = (torch.load(path, map_location="cpu", weights_only=True)["model"] for path in (a, b))

@@ -89,7 +89,7 @@ def generate_input(exp: Experiment, corpus: str) -> Dict:
 
 def api(exp: Experiment, corpus: str) -> Dict:
     """Summarizer.summarize_with_reports on the documents, in a subprocess (this checkout, the quiet env)."""
-    program = ("import json, sys\nfrom fairseq_plugins.hub import Summarizer\n"
+    program = ("import json, sys\nfrom fairseq_plugins.inference.hub import Summarizer\n"
                "model = Summarizer.from_pretrained(sys.argv[1])\n"
                "pairs = model.summarize_with_reports(json.loads(sys.argv[2]))\n"
                "print(json.dumps([[text, report.describe()] for text, report in pairs]))\n")

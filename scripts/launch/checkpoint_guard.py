@@ -46,7 +46,7 @@ def num_updates(path: Path) -> int:
     """The update count stored in a fairseq checkpoint (memory-mapped safe load: tensors are not read)."""
     import torch
 
-    from fairseq_plugins import checkpoint_safety
+    from fairseq_plugins.runtime import checkpoint_safety
 
     checkpoint_safety.allow_fairseq_checkpoints()
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)

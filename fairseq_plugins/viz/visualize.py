@@ -1,6 +1,6 @@
 """Attention visualiser: what the pointer-generator looked at, copied and covered while writing a summary.
 
-Input: a :class:`fairseq_plugins.hub.SummaryDetails` (``Summarizer.summarize_with_details``).  Two renderings:
+Input: a :class:`fairseq_plugins.inference.hub.SummaryDetails` (``Summarizer.summarize_with_details``).  Two renderings:
 
 ``render_html(details)``
     A self-contained page (inline CSS, no scripts, no external resources; every piece of text escaped):

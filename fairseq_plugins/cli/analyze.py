@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_plugins import analysis_page
+from fairseq_plugins.viz import analysis_page
 from fairseq_plugins.scoring import summary_stats
 from fairseq_plugins.scoring.summary_stats import (FIGURES, PROG, REFERENCE, analyze, format_report, prepared,
                                                   unit_warnings)
@@ -113,7 +113,8 @@ def run(argv: Optional[Sequence[str]] = None) -> None:
         for warning in unit_warnings(sources, systems, paths):
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
     results = analyze(sources, systems, args.lang, args.lower)
-    print(format_report(results, len(sources), args.lang), file=sys.stderr if STDOUT in (args.json, args.html) else sys.stdout)
+    report = format_report(results, len(sources), args.lang)
+    print(report, file=sys.stderr if STDOUT in (args.json, args.html) else sys.stdout)
     if args.json:
         write_text(args.json, json.dumps(to_json(results, len(sources), args), indent=1, ensure_ascii=False) + "\n")
     if args.plot or args.html:

@@ -1,7 +1,7 @@
 """Which checkpoint a command uses, and why: its update, its validation figure and the measure that chose it.
 
-    python -m fairseq_plugins.checkpoint_info SAVE_DIR/checkpoint_best.pt   # one line about it
-    python -m fairseq_plugins.checkpoint_info --run SAVE_DIR                 # best and last of a run
+    python -m fairseq_plugins.cli.checkpoint_info SAVE_DIR/checkpoint_best.pt   # one line about it
+    python -m fairseq_plugins.cli.checkpoint_info --run SAVE_DIR                 # best and last of a run
 
 fairseq keeps ``checkpoint_best.pt`` by ``--best-checkpoint-metric`` (by default the validation ``loss``, which
 for this project's criterions includes the auxiliary terms: coverage, focal weighting) and ``checkpoint_last.pt``
@@ -10,13 +10,10 @@ these lines, so that a user sees which model they decode and by what it was chos
 the checkpoint itself (its update count, the validation value it was saved with, the run's options), with
 torch's safe loading and without reading the weights into memory.
 """
-import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from fairseq_plugins.text.textio import finish_parser
 
 PROG = "checkpoint_info"
 
@@ -45,7 +42,7 @@ def read_facts(path) -> CheckpointFacts:
     """The facts of one fairseq checkpoint (FileNotFoundError when there is none)."""
     import torch
 
-    from fairseq_plugins.checkpoint_safety import allow_fairseq_checkpoints
+    from fairseq_plugins.runtime.checkpoint_safety import allow_fairseq_checkpoints
 
     path = Path(path)
     if not path.is_file():
@@ -73,21 +70,3 @@ def run_summary(save_dir) -> str:
         if (save_dir / name).is_file():
             lines.append(f"{label}: {read_facts(save_dir / name).describe()}")
     return "\n".join(lines) if lines else f"no checkpoint in {save_dir}"
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    finish_parser(parser)
-    parser.add_argument("path", help="a checkpoint file, or with --run a SAVE_DIR")
-    parser.add_argument("--run", action="store_true", help="describe the best and the last checkpoint of SAVE_DIR")
-    args = parser.parse_args(argv)
-    try:
-        print(run_summary(args.path) if args.run else read_facts(args.path).describe())
-    except FileNotFoundError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

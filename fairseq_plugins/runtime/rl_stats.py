@@ -5,7 +5,7 @@ and reports their rewards and lengths.
     summ-rl-stats CHECKPOINT [CHECKPOINT ...] --data BIN_DIR [--split valid] [--max-tokens 6000]
                   [--reward rougeL] [--max-len-a 0] [--max-len-b 100] [--baseline-block-ngram N] [--seed 1]
 
-(``python -m fairseq_plugins.tools.rl_stats`` is the same command.)  Exit status: 0 success, 1 runtime failure,
+(``python -m fairseq_plugins.cli.rl_stats`` is the same command.)  Exit status: 0 success, 1 runtime failure,
 2 usage or bad input.
 
 One JSON line per checkpoint:
@@ -22,14 +22,11 @@ improved while its greedy summaries ran to the length limit.  The figures equal 
 ``reward_sample``, ``greedy_len`` and ``sample_len`` fairseq logs when it validates a self-critical run on the
 same split (tests/test_self_critical_rouge.py).
 """
-import argparse
-import json
 
 import torch
 
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
-from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
-from fairseq_plugins.tools.attention_stats import load
+from fairseq_plugins.text.textio import UserError
 
 PROG = "summ-rl-stats"
 
@@ -67,32 +64,3 @@ def split_stats(model, task, split: str, max_tokens: int, scr: SelfCriticalRouge
         raise UserError(f"split {split!r} has no documents")
     count = sums["documents"]
     return {key: (value if key == "documents" else round(value / count, 4)) for key, value in sums.items()}
-
-
-def body(argv):
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT")
-    parser.add_argument("--data", required=True, help="preprocess.sh's DATA_DIR/bin")
-    parser.add_argument("--split", default="valid")
-    parser.add_argument("--max-tokens", type=int, default=6000)
-    parser.add_argument("--reward", default="rougeL", help="as self_critical_rouge's --rl-reward")
-    parser.add_argument("--max-len-a", type=float, default=0.0, help="as --rl-max-len-a")
-    parser.add_argument("--max-len-b", type=int, default=100, help="as --rl-max-len-b")
-    parser.add_argument("--baseline-block-ngram", type=int, default=0, help="as --rl-baseline-block-ngram")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the samples")
-    finish_parser(parser)
-    args = parser.parse_args(argv)
-    for checkpoint in args.checkpoints:
-        torch.manual_seed(args.seed)  # the same samples' randomness for every checkpoint
-        model, task = load(checkpoint, args.data, args.split)
-        stats = split_stats(model, task, args.split, args.max_tokens, criterion(task, args))
-        print(json.dumps({"checkpoint": checkpoint, "split": args.split, **stats}), flush=True)
-
-
-def main(argv=None):
-    return run_cli(PROG, body, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

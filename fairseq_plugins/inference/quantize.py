@@ -1,7 +1,7 @@
 """int8 dynamic quantisation of a summarization decoder's large matrices, for decoding on a CPU (issue 22).
 
     generate.sh --quantize int8 ...                         (fairseq-generate / -interactive through ``main``)
-    Summarizer.from_pretrained(model_dir, quantize="int8")  (fairseq_plugins/hub.py)
+    Summarizer.from_pretrained(model_dir, quantize="int8")  (fairseq_plugins/inference/hub.py)
     summ-serve MODEL_DIR --quantize int8                    (fairseq_plugins/serve/app.py)
 
 All three call :func:`quantize_model`.  "Dynamic" int8: the weights of the chosen modules are stored as int8
@@ -33,10 +33,7 @@ dominates): int8 makes them 1.7x-2.8x faster, the whole decoder 0.87x-1.15x (noi
 unchanged within 0.06, short of issue 22's 1.4x target, so the option is off by default
 (docs/results/quantize_int8.md).
 """
-import argparse
-import importlib
 import logging
-import sys
 import warnings
 from typing import Dict, List, Sequence
 
@@ -57,7 +54,7 @@ PLANS: Dict[str, Sequence[str]] = {
 }
 QUANTIZABLE = (nn.Linear, nn.LSTM, nn.LSTMCell, nn.GRUCell)  # exact types: quantize_dynamic's own mapping
 
-logger = logging.getLogger("fairseq_plugins.quantize")  # also under python -m
+logger = logging.getLogger("fairseq_plugins.inference.quantize")  # also under python -m
 
 
 class QuantizeError(ValueError):
@@ -131,7 +128,7 @@ def quantized_modules(model: nn.Module) -> List[str]:
 COMMANDS = {"fairseq-generate": "fairseq_cli.generate", "fairseq-interactive": "fairseq_cli.interactive"}
 
 
-def _quantizing(load, quantize: str):
+def quantizing(load, quantize: str):
     """``checkpoint_utils.load_model_ensemble`` (``load``) with each loaded model quantized."""
     def load_and_quantize(*args, **kwargs):
         models, cfg = load(*args, **kwargs)
@@ -139,28 +136,3 @@ def _quantizing(load, quantize: str):
             logger.info("decoder modules in %s: %s", quantize, ", ".join(quantize_model(model, quantize)))
         return models, cfg
     return load_and_quantize
-
-
-def main(argv=None) -> int:
-    """``python -m fairseq_plugins.quantize int8 fairseq-generate|fairseq-interactive ARGS...``: the fairseq
-    command, on the CPU, with the model quantized as it is loaded (generate.sh --quantize int8)."""
-    parser = argparse.ArgumentParser(prog="python -m fairseq_plugins.quantize", description=main.__doc__)
-    parser.add_argument("quantize", choices=CHOICES)
-    parser.add_argument("command", choices=sorted(COMMANDS))
-    args, rest = parser.parse_known_args(argv)
-    fp = [option for option in rest if option in ("--fp16", "--bf16", "--memory-efficient-fp16")]
-    if fp:
-        parser.error(f"--quantize {args.quantize} does not combine with {' '.join(fp)} (int8 on the CPU)")
-    from fairseq import checkpoint_utils
-
-    import fairseq_plugins
-
-    fairseq_plugins.register()  # imported before fairseq: --user-dir finds it imported already
-    checkpoint_utils.load_model_ensemble = _quantizing(checkpoint_utils.load_model_ensemble, args.quantize)
-    sys.argv = [args.command, *rest, "--cpu"]
-    importlib.import_module(COMMANDS[args.command]).cli_main()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

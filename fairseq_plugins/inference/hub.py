@@ -1,6 +1,6 @@
 """Summarize raw text with a trained model from Python, in the manner of fairseq's hub interface.
 
-    from fairseq_plugins.hub import Summarizer
+    from fairseq_plugins.inference.hub import Summarizer
 
     summarizer = Summarizer.from_pretrained("work/model")          # a train.sh SAVE_DIR (device: CUDA if any)
     summarizer.summarize(["first document ...", "second document ..."], beam=5)   # -> list of str
@@ -23,7 +23,7 @@ these is missing there, it is looked up in ``data_dir`` (the output of ``preproc
      scores, as ``generate.sh --no-detok``).
 So for the same checkpoint and generation options its output equals ``generate.sh --input``'s, line for line.
 The default generation options are the model's own: the GEN_ARGS its config had when ``train.sh`` trained it
-(``model_dir/config.json``, fairseq_plugins/run_config.py; ``summarizer.generation``), which ``generate.sh``
+(``model_dir/config.json``, fairseq_plugins/runtime/run_config.py; ``summarizer.generation``), which ``generate.sh``
 decodes it with too; fairseq's defaults fill what they leave out (max_len_b 200, min_len 1, batch size 32).
 A model directory without config.json (trained before it existed) gets ``configs/scitldr_small.conf``'s
 (beam 5, max_len_a 0, max_len_b 60, min_len 5, batch size 32), with a warning.  Keyword arguments override.
@@ -40,18 +40,18 @@ read whole, below).
 What the model cannot read is never lost silently: a document longer than prep.json's ``max_source_len`` loses
 its tail, and OOV words beyond its ``num_markers`` markers are read as ``<unk>`` (they cannot be copied), as
 ``summ-prepare --apply`` reports for a file.  Each such document gets a warning through ``logging`` (logger
-``fairseq_plugins.hub``), its counts are in ``SummaryDetails.input_report``, and ``strict=True`` refuses the
+``fairseq_plugins.inference.hub``), its counts are in ``SummaryDetails.input_report``, and ``strict=True`` refuses the
 call instead (``LossyInputError``, a ValueError, before anything is generated).
 
 The model runs on ``from_pretrained``'s ``device`` (default: CUDA when available, else the CPU); every input
 goes to the device the model's parameters are on, so ``summarizer.model.cuda()`` later works too.  Calls from
 several threads are safe: a call touches no process-wide state (no ``warnings.catch_warnings``, no DataLoader).
 ``from_pretrained(..., quantize="int8")`` decodes on the CPU with the decoder's large matrices in int8
-(fairseq_plugins/quantize.py: which modules, which library; docs/results/quantize_int8.md: speed and ROUGE).
+(fairseq_plugins/inference/quantize.py: which modules, which library; docs/results/quantize_int8.md: speed and ROUGE).
 
 ``summarize_with_details`` also teacher-forces each generated summary through the model to read, per output
 token, the attention over the source, ``p_gen`` (eq 8) and the coverage vector (eq 10): the input of the
-attention visualiser (``fairseq_plugins/visualize.py``, ``scripts/visualize_attention.py``).
+attention visualiser (``fairseq_plugins/viz/visualize.py``, ``scripts/visualize_attention.py``).
 
 Checkpoints are read with torch's safe loading left on (``fairseq_plugins.register()`` allow-lists the classes
 a fairseq checkpoint holds).
@@ -67,7 +67,8 @@ import numpy as np
 import torch
 
 import fairseq_plugins
-from fairseq_plugins import package, run_config
+from fairseq_plugins.inference import package
+from fairseq_plugins.runtime import run_config
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
@@ -332,7 +333,7 @@ class Summarizer:
         onto ``device`` (None: CUDA when available, else the CPU; see :func:`resolve_device`).
 
         ``quantize="int8"`` stores the decoder's recurrent cells, readout and output matrices as int8 for a
-        faster CPU decoder (fairseq_plugins/quantize.py, ``generate.sh --quantize int8``); it needs the CPU
+        faster CPU decoder (fairseq_plugins/inference/quantize.py, ``generate.sh --quantize int8``); it needs the CPU
         (None: the device defaults to the CPU; another device is a ``quantize.QuantizeError``, a ValueError).
 
         ``prep.json``, the dictionary and ``sp.model`` come from ``model_dir`` (where ``train.sh`` copies them),
@@ -340,7 +341,7 @@ class Summarizer:
         ``summ-package`` directory: it is checked against its manifest first, and a corrupted or incomplete
         package is refused (``package.PackageError``, a ValueError)."""
         fairseq_plugins.register()
-        from fairseq_plugins import quantize as quantization
+        from fairseq_plugins.inference import quantize as quantization
 
         quantization.check_quantize(quantize, device)  # a bad scheme or device fails before the checkpoint is read
         device = resolve_device("cpu" if quantize is not None and device is None else device)

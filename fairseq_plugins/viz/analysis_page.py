@@ -43,7 +43,7 @@ def colours(names: Sequence[str]) -> Dict[str, str]:
 def render_png(results: Dict, path, title: Optional[str] = None, dpi: int = 100) -> None:
     """Draw the grouped bars (see the module docstring) into a PNG."""
     import matplotlib
-    from fairseq_plugins.visualize import font_families
+    from fairseq_plugins.viz.visualize import font_families
 
     with matplotlib.rc_context({"font.family": font_families([*results, title or ""])}):
         _draw_png(results, path, title, dpi)

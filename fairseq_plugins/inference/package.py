@@ -18,23 +18,20 @@ The package loads as a model directory: ``Summarizer.from_pretrained(OUT)``, ``s
 ``generate.sh --input FILE OUT OUT`` (OUT is its own DATA_DIR).  Each of them first checks the manifest
 (:func:`verify`): a missing, changed or unlisted essential file is refused with a :class:`PackageError` naming it.
 
-    python -m fairseq_plugins.package verify OUT     # exit 0, or 2 with the reason (generate.sh uses it)
+    python -m fairseq_plugins.cli.package verify OUT     # exit 0, or 2 with the reason (generate.sh uses it)
 Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 """
-import argparse
 import datetime
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
-from fairseq_plugins import run_config
-from fairseq_plugins.checkpoint_info import facts_of_state, read_facts
-from fairseq_plugins.text.textio import finish_parser
+from fairseq_plugins.runtime import run_config
+from fairseq_plugins.runtime.checkpoint_info import facts_of_state
 
 PROG = "summ-package"
 MANIFEST = "manifest.json"
@@ -175,7 +172,7 @@ def model_card(record: Optional[Dict], prep: Dict, facts: Dict, rouge: Optional[
               "## Measured test ROUGE", ""]
     lines += (["```", rouge.rstrip("\n"), "```"] if rouge else ["Not measured (give `summ-package --rouge FILE`)."])
     lines += ["", "## Use", "", "```", "summ-serve PACKAGE", "./generate.sh --input docs.txt PACKAGE PACKAGE",
-              "python -c 'from fairseq_plugins.hub import Summarizer; "
+              "python -c 'from fairseq_plugins.inference.hub import Summarizer; "
               "print(Summarizer.from_pretrained(\"PACKAGE\").summarize([\"a document\"]))'", "```", ""]
     return "\n".join(lines)
 
@@ -253,36 +250,3 @@ def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_fi
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out
-
-
-# ---------------------------------------------------------------------------------------------- command
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("save_dir", help="a train.sh SAVE_DIR (or 'verify' followed by a package)")
-    parser.add_argument("out", help="the package directory to write (must not exist)")
-    parser.add_argument("--checkpoint", default=CHECKPOINT, help="checkpoint file in SAVE_DIR")
-    parser.add_argument("--data-dir", help="preprocess.sh's DATA_DIR, where files SAVE_DIR lacks are looked up")
-    parser.add_argument("--rouge", metavar="FILE", help="the model's measured test ROUGE (generate.sh --score's "
-                                                        "or summ-rouge's report), copied into the model card")
-    return finish_parser(parser)
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv[:1] == ["verify"] and len(argv) == 2:
-            verify(argv[1])
-            return 0
-        args = build_parser().parse_args(argv)
-        out = package(args.save_dir, args.out, args.checkpoint, args.data_dir, args.rouge)
-        print(f"{PROG}: wrote {out} (checked by {out / MANIFEST}) from {read_facts(out / CHECKPOINT).describe()}",
-              file=sys.stderr)
-        return 0
-    except (PackageError, FileNotFoundError) as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

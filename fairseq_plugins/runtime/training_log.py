@@ -1,7 +1,7 @@
 """What ``train.sh`` shows of a fairseq-train run: every line to a log file, a few lines on the terminal.
 
-    fairseq-train ... 2>&1 | python -m fairseq_plugins.training_log --log SAVE_DIR/train.log
-    fairseq-train ... 2>&1 | python -m fairseq_plugins.training_log --log SAVE_DIR/train.log --echo   # everything
+    fairseq-train ... 2>&1 | python -m fairseq_plugins.cli.training_log --log SAVE_DIR/train.log
+    fairseq-train ... 2>&1 | python -m fairseq_plugins.cli.training_log --log SAVE_DIR/train.log --echo   # everything
 
 fairseq-train writes hydra's deprecation notices, the whole configuration, the model's printout and one line per
 ``--log-interval`` updates.  This reader appends all of it to the log and writes to stderr only: the model and
@@ -17,16 +17,13 @@ estimate takes the nearest.  Updates per second count wall time since this run b
 included, so the estimate includes them too.  The reader ignores SIGINT, SIGTERM and the Slurm signals: it runs
 until fairseq-train closes the pipe, so that what fairseq logs while it stops is kept.
 """
-import argparse
 import json
 import re
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, TextIO
 
-from fairseq_plugins.text.textio import finish_parser
 
 PROG = "training_log"
 RECORD = re.compile(r"^\S+ \S+ \| (?P<level>[A-Z]+) \| (?P<name>[\w.]+) \| (?P<message>.*)$")
@@ -245,33 +242,3 @@ def failure_excerpt(lines: List[str], most: int = 40) -> List[str]:
 def ignore_stop_signals() -> None:
     for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    finish_parser(parser)
-    parser.add_argument("--log", required=True, help="the log file; appended to")
-    parser.add_argument("--echo", action="store_true", help="every line on stderr as well")
-    parser.add_argument("--failure", type=int, metavar="LINE",
-                        help="read nothing: show on stderr what explains the failed run whose log starts at LINE "
-                             "of --log (its last traceback, its errors, else its last lines)")
-    args = parser.parse_args(argv)
-    if args.failure is not None:
-        with open(args.log, encoding="utf-8", errors="replace") as log:
-            lines = log.read().splitlines()[args.failure - 1:]
-        print("\n".join(failure_excerpt(lines)), file=sys.stderr)
-        return 0
-    ignore_stop_signals()
-    try:
-        log = open(args.log, "a", encoding="utf-8")
-    except OSError as err:
-        print(f"{PROG}: error: cannot write the log {args.log}: {err.strerror}", file=sys.stderr)
-        return 2
-    with log:
-        source = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)
-        follow(source, log, sys.stderr, echo=args.echo)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

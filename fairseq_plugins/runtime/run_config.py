@@ -14,13 +14,12 @@ a word.  Now:
     config than the one a resumed SAVE_DIR was trained with.
 Directories made before this record exist keep working: the default config, with a warning.
 
-    python -m fairseq_plugins.run_config write FILE NAME CONFIG_FILE ROLE N_PREP PREP... N_TRAIN TRAIN...
+    python -m fairseq_plugins.cli.run_config write FILE NAME CONFIG_FILE ROLE N_PREP PREP... N_TRAIN TRAIN...
                                               N_GEN GEN... [EXTRA...]
-    python -m fairseq_plugins.run_config get FILE KEY        # a string, or an array NUL-separated
+    python -m fairseq_plugins.cli.run_config get FILE KEY        # a string, or an array NUL-separated
 Exit codes: 0, 2 for bad input (a missing or unreadable record names the file).
 """
 import json
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -68,32 +67,3 @@ def split_counted(values: List[str]) -> List[List[str]]:
         arrays.append(rest[1:1 + count])
         rest = rest[1 + count:]
     return arrays + [rest]
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv[:1] == ["write"] and len(argv) >= 5:
-            path, name, config_file, role = argv[1:5]
-            prep, train, gen, extra = split_counted(argv[5:])
-            write(path, name, config_file, role, prep, train, gen, extra)
-            return 0
-        if argv[:1] == ["get"] and len(argv) == 3:
-            record = read(argv[1])
-            if record is None:
-                raise RecordError(f"{argv[1]}: no config record")
-            value = record.get(argv[2])
-            if isinstance(value, list):
-                sys.stdout.write("".join(item + "\0" for item in value))
-            else:
-                sys.stdout.write("" if value is None else str(value))
-            return 0
-        print(__doc__, file=sys.stderr)
-        return 2
-    except RecordError as err:
-        print(f"run_config: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,15 +17,13 @@ fairseq-generate / generate.sh --checkpoint, not for resuming training.  Inputs 
 loading (the plugin's allow-list, fairseq_plugins.register()); the output is written atomically (temporary
 file, fsync, rename).  Exit status: 0 success, 1 runtime failure, 2 usage or bad input.
 """
-import argparse
 import os
 import re
-import sys
 from pathlib import Path
 
 import torch
 
-from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
+from fairseq_plugins.text.textio import UserError
 
 PROG = "summ-average-checkpoints"
 
@@ -92,40 +90,3 @@ def save_atomically(state: dict, output: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, output)
-
-
-def _main(argv) -> None:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--save-dir", type=Path, help="a run's checkpoint directory (with --last)")
-    source.add_argument("--inputs", type=Path, nargs="+", help="checkpoint files to average")
-    parser.add_argument("--last", type=int, help="how many of the run's last checkpoints")
-    parser.add_argument("--epochs", action="store_true", help="average checkpointE.pt files, not checkpoint_E_U.pt")
-    parser.add_argument("-o", "--output", type=Path, required=True)
-    finish_parser(parser)
-    args = parser.parse_args(argv)
-    if str(args.output) == "-":
-        parser.error("--output -: a checkpoint is binary; give a file name")
-    if args.save_dir is not None:
-        if not args.last or args.last < 1:
-            parser.error("--save-dir needs --last N")
-        paths = last_checkpoints(args.save_dir, args.last, args.epochs)
-    else:
-        paths = args.inputs
-
-    import fairseq_plugins
-
-    fairseq_plugins.register()  # allow-lists the classes of a fairseq checkpoint for safe loading
-    print(f"{PROG}: averaging {len(paths)}: {' '.join(p.name for p in paths)}", file=sys.stderr)
-    state = average(paths)
-    save_atomically(state, args.output)
-    print(f"{PROG}: wrote {args.output} (the configuration of the input with {num_updates(state)} updates)",
-          file=sys.stderr)
-
-
-def main(argv=None) -> int:
-    return run_cli(PROG, _main, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

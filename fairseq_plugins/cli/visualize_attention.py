@@ -9,8 +9,8 @@ MODEL_DIR is a train.sh SAVE_DIR (checkpoints, prep.json, dict.txt); DATA_DIR (p
 needed when MODEL_DIR lacks prep.json or dict.txt.  --input FILE holds raw documents, one per line ('-' =
 stdin); --index picks one (0-based, default 0).  The document goes through the same preprocessing, beam search
 and OOV restoration as generate.sh --input; the generated summary is then teacher-forced through the model to
-read the attention, p_gen and coverage of each output token (fairseq_plugins/hub.py).  The page and the image
-are described in fairseq_plugins/visualize.py.  The summary is printed on stdout; logs go to stderr.
+read the attention, p_gen and coverage of each output token (fairseq_plugins/inference/hub.py).  The page and the image
+are described in fairseq_plugins/viz/visualize.py.  The summary is printed on stdout; logs go to stderr.
 (``python scripts/visualize_attention.py`` is the same command.)  Exit status: 0 success, 1 runtime failure,
 2 usage or bad input.
 """
@@ -75,8 +75,8 @@ def _main(argv):
         if parent and not os.path.isdir(parent):
             raise UserError(f"output directory does not exist: {parent}")
 
-    from fairseq_plugins.hub import Summarizer
-    from fairseq_plugins.visualize import save
+    from fairseq_plugins.inference.hub import Summarizer
+    from fairseq_plugins.viz.visualize import save
 
     try:
         summarizer = Summarizer.from_pretrained(args.model_dir, args.checkpoint, data_dir=args.data_dir)

@@ -1,0 +1,1 @@
+"""Summaries from Python (hub), model packages and int8 decoders."""
