@@ -98,17 +98,20 @@ def tiny_dictionary(words="a b c d e f g", num_markers=4):
     return dictionary
 
 
+def stub_task(dictionary, skips_nonfinite_updates: bool = False):
+    """A class standing in for a fairseq task where a model or a criterion reads only the dictionaries (and
+    whether the task skips non-finite updates, as --task summarization does)."""
+    return type("Task", (), {"source_dictionary": dictionary, "target_dictionary": dictionary,
+                             "skips_nonfinite_updates": skips_nonfinite_updates})
+
+
 def tiny_model(dictionary, **overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.pgn_lstm import PGNLSTMModel
 
-    class Task:
-        source_dictionary = dictionary
-        target_dictionary = dictionary
-
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, dropout=0.0)
     options.update(overrides)
-    return PGNLSTMModel.build_model(argparse.Namespace(**options), Task())
+    return PGNLSTMModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 
 
 def tiny_gru(dictionary, **overrides):
@@ -116,14 +119,10 @@ def tiny_gru(dictionary, **overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.global_gate_gru import GlobalGateGRUModel
 
-    class Task:
-        source_dictionary = dictionary
-        target_dictionary = dictionary
-
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, decoder_out_embed_dim=5,
                    attention_dim=9, dropout=0.0)
     options.update(overrides)
-    return GlobalGateGRUModel.build_model(argparse.Namespace(**options), Task())
+    return GlobalGateGRUModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 
 
 def tiny_dca(dictionary, **overrides):
@@ -131,13 +130,9 @@ def tiny_dca(dictionary, **overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.dca_lstm import DCALSTMModel
 
-    class Task:
-        source_dictionary = dictionary
-        target_dictionary = dictionary
-
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5, dropout=0.0)
     options.update(overrides)
-    return DCALSTMModel.build_model(argparse.Namespace(**options), Task())
+    return DCALSTMModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 
 
 def slice_corpus(corpus: str, dest: Path, counts) -> Path:

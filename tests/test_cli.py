@@ -1,4 +1,4 @@
-"""The commands behave like Unix tools (issue 25 part 2): --help and --version, '-' for stdout, one spelling of the
+"""The commands behave like Unix tools: --help and --version, '-' for stdout, one spelling of the
 output options (the old ones as aliases), one exit-code scheme (0 success, 1 runtime failure, 2 usage or bad
 input), detokenized English for users and tokens for ROUGE, copied words spelled as the source spells them, and
 quiet shell scripts (fairseq's noise in a log file)."""

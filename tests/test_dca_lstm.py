@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_incremental_equals_full, run, slice_corpus, tiny_dictionary
+from conftest import assert_incremental_equals_full, run, slice_corpus, stub_task, tiny_dictionary
 from fairseq_plugins.modules.agent_encoder import agent_messages, last_states, run_bilstm
 from fairseq_plugins.modules.agent_split import split_agents
 from fairseq_plugins.modules.factories import LSTM
@@ -27,14 +27,10 @@ def build(**overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.dca_lstm import DCALSTMModel
 
-    class Task:
-        source_dictionary = DICT
-        target_dictionary = DICT
-
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5,
                    decoder_out_embed_dim=9, dropout=0.0)
     options.update(overrides)
-    return DCALSTMModel.build_model(argparse.Namespace(**options), Task())
+    return DCALSTMModel.build_model(argparse.Namespace(**options), stub_task(DICT)())
 
 
 def batch():

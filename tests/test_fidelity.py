@@ -1,4 +1,4 @@
-"""Fidelity fixes from the equation-by-equation review (issue 13): eq 9 in log space, </s> not copyable,
+"""Fidelity fixes from the equation-by-equation review: eq 9 in log space, </s> not copyable,
 Shi et al.'s attention without coverage, coverage as a second training phase (See et al.)."""
 import math
 import re
@@ -6,7 +6,8 @@ import re
 import pytest
 import torch
 
-from conftest import ROOT, command_env, output, run, slice_corpus, tiny_batch, tiny_dictionary, tiny_model
+from conftest import (ROOT, command_env, output, run, slice_corpus, stub_task, tiny_batch, tiny_dictionary,
+                      tiny_model)
 from fairseq_plugins.modules.copy_mixture import CopyMixture
 from fairseq_plugins.modules.extended_vocabulary import LOG_FLOOR, ExtendedVocabularyOutput
 
@@ -148,10 +149,7 @@ def test_an_empty_source_generates_only(dictionary):
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
               "target": target, "ntokens": 3, "id": torch.tensor([0])}
 
-    class Task:
-        target_dictionary = dictionary
-
-    loss, _, _ = FocalCopyCoverageCriterion(Task(), 1.0, 0.0, 1.0, "sequence", False)(model, sample)
+    loss, _, _ = FocalCopyCoverageCriterion(stub_task(dictionary)(), 1.0, 0.0, 1.0, "sequence", False)(model, sample)
     loss.backward()
     assert math.isfinite(loss.item())
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_dictionary, tiny_model
+from conftest import stub_task, tiny_dictionary, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion, coverage_loss, focal_loss
 from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
 from fairseq_plugins.text.markers import marker
@@ -39,8 +39,7 @@ def make_sample(dictionary):
             "target": target, "ntokens": 7, "id": torch.tensor([0, 1])}
 
 
-class Task:
-    target_dictionary = tiny_dictionary()
+Task = stub_task(tiny_dictionary())
 
 
 @pytest.fixture

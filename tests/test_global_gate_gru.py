@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_incremental_equals_full, run, slice_corpus, tiny_batch, tiny_dictionary, tiny_gru
+from conftest import (assert_incremental_equals_full, run, slice_corpus, stub_task, tiny_batch, tiny_dictionary,
+                      tiny_gru)
 from fairseq_plugins.text.markers import marker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,16 +270,14 @@ def test_focal_copy_coverage_runs_as_plain_nll(dictionary):
     alpha 1, gamma 0 the loss is eq 16's mean NLL per summary, markers scored as <unk>."""
     from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 
-    class Task:
-        target_dictionary = dictionary
-
     torch.manual_seed(7)
     model = tiny_gru(dictionary).train()
     src, lengths, prev = batch(dictionary)
     target = torch.tensor([[4, dictionary.index(marker(0)), 5, 2], [dictionary.index(marker(2)), 8, 2, 1]])
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
               "target": target, "ntokens": 7, "id": torch.tensor([0, 1])}
-    loss, sample_size, log = FocalCopyCoverageCriterion(Task(), 0.25, 1.0, 1.0, "sequence", False)(model, sample)
+    task = stub_task(dictionary)()
+    loss, sample_size, log = FocalCopyCoverageCriterion(task, 0.25, 1.0, 1.0, "sequence", False)(model, sample)
     assert math.isfinite(loss.item()) and sample_size == 2
     assert log["coverage"].item() == 0 and log["p_gen"].item() == pytest.approx(7.0)
     loss.backward()
@@ -287,7 +286,7 @@ def test_focal_copy_coverage_runs_as_plain_nll(dictionary):
         assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0, name
 
     model.eval()
-    nll_loss, _, _ = FocalCopyCoverageCriterion(Task(), 1.0, 0.0, 0.0, "sequence", False)(model, sample)
+    nll_loss, _, _ = FocalCopyCoverageCriterion(task, 1.0, 0.0, 0.0, "sequence", False)(model, sample)
     log_probs = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
     target_unk = target.masked_fill(target >= model.decoder.num_regular, dictionary.unk())
     nll = -log_probs.gather(2, target_unk.unsqueeze(2))[..., 0]  # B x T

@@ -15,7 +15,7 @@ mantissa bits against float16's 11.
 import pytest
 import torch
 
-from conftest import tiny_dca, tiny_dictionary, tiny_gru, tiny_model
+from conftest import stub_task, tiny_dca, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import SemanticCohesionCriterion
@@ -31,10 +31,7 @@ LOG_PROB_TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
 LOSS_RTOL = {torch.float16: 1e-2, torch.bfloat16: 3e-2}
 
 
-class Task:
-    source_dictionary = DICT
-    target_dictionary = DICT
-    skips_nonfinite_updates = True
+Task = stub_task(DICT, skips_nonfinite_updates=True)
 
 
 PAULUS = dict(decoder_readout="paulus", intra_temporal_attention=True, intra_decoder_attention=True,

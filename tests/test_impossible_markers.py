@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_gru, tiny_model
+from conftest import stub_task, tiny_gru, tiny_model
 from fairseq_plugins.modules.extended_vocabulary import LOG_FLOOR
 from fairseq_plugins.text.markers import marker
 from test_dca_lstm import DICT, build as tiny_dca
@@ -81,9 +81,6 @@ def test_losses_still_floor_an_impossible_marker_target(arch, copy):
     without), so focal_copy_coverage's loss is finite and so are its gradients."""
     from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 
-    class Task:
-        target_dictionary = DICT
-
     model = build(arch, copy).train()
     m1 = DICT.index(marker(1))  # in neither source
     target = torch.tensor([[A, m1, B, EOS], [m1, M0, A, EOS]])
@@ -97,7 +94,7 @@ def test_losses_still_floor_an_impossible_marker_target(arch, copy):
     assert torch.isfinite(log_p).all()
     sample = {"net_input": {"src_tokens": SOURCE, "src_lengths": LENGTHS, "prev_output_tokens": PREV},
               "target": target, "ntokens": 8, "id": torch.arange(2)}
-    loss, _, _ = FocalCopyCoverageCriterion(Task(), 1.0, 0.0, 0.0, "sequence", False)(model, sample)
+    loss, _, _ = FocalCopyCoverageCriterion(stub_task(DICT)(), 1.0, 0.0, 0.0, "sequence", False)(model, sample)
     assert math.isfinite(loss.item())
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, run, tiny_dictionary, tiny_model
+from conftest import ROOT, run, stub_task, tiny_dictionary, tiny_model
 from test_distributed import TINY, load_checkpoint, prepare_data, train_updates
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
@@ -211,9 +211,7 @@ def test_skip_with_two_workers_skips_on_both(data, plugin, tmp_path):
 
 # In-process checks of the pieces.
 
-class Task:
-    target_dictionary = tiny_dictionary()
-    skips_nonfinite_updates = True
+Task = stub_task(tiny_dictionary(), skips_nonfinite_updates=True)
 
 
 def poisoned_criterion(on_nonfinite, update=7):

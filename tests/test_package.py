@@ -1,5 +1,6 @@
 """summ-package (fairseq_plugins/inference/package.py): a self-contained model directory checked by a sha256
-manifest, loaded by Summarizer.from_pretrained, summ-serve and generate.sh; a corrupted or incomplete package is refused."""
+manifest, loaded by Summarizer.from_pretrained, summ-serve and generate.sh; a corrupted or incomplete package is
+refused."""
 import json
 import os
 import shutil

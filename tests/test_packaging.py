@@ -1,4 +1,4 @@
-"""The installable package (issue 25 part 3): pyproject.toml declares what the code imports, and the built wheel,
+"""The installable package: pyproject.toml declares what the code imports, and the built wheel,
 installed into a fresh virtual environment, runs one command of each kind (text pipeline, official ROUGE, a
 checkpoint tool) from its own copy of fairseq_plugins.
 

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from conftest import assert_incremental_equals_full, tiny_batch, tiny_dictionary, tiny_model
+from conftest import assert_incremental_equals_full, stub_task, tiny_batch, tiny_dictionary, tiny_model
 from fairseq_plugins.text.markers import marker
 from fairseq_plugins.text.restore import restore_tokens
 
@@ -114,10 +114,7 @@ def test_gradients_finite_when_p_gen_is_exactly_zero_or_one(dictionary, bias, op
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
               "target": target, "ntokens": 8, "id": torch.tensor([0, 1])}
 
-    class Task:
-        target_dictionary = dictionary
-
-    criterion = FocalCopyCoverageCriterion(Task(), 0.25, 1.0, 1.0, "sequence", False)
+    criterion = FocalCopyCoverageCriterion(stub_task(dictionary)(), 0.25, 1.0, 1.0, "sequence", False)
     loss, _, log = criterion(model, sample)
     p_gen = model(src, lengths, prev)[1]["p_gen"]
     assert torch.all(p_gen == (1.0 if bias > 0 else 0.0))
@@ -206,9 +203,6 @@ def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, optio
     cross_entropy, which has no floor, gives it an infinite loss; summ-prepare never writes such a target.)"""
     from fairseq.criterions.cross_entropy import CrossEntropyCriterion
 
-    class Task:
-        target_dictionary = dictionary
-
     torch.manual_seed(8)
     model = tiny_model(dictionary, **options).eval()
     src, lengths, prev = batch(dictionary)
@@ -219,7 +213,7 @@ def test_fairseq_cross_entropy_scores_markers_as_the_model_can(dictionary, optio
     scored = model.get_targets(sample, net_output)
     unk = target.masked_fill(target >= model.decoder.num_regular, dictionary.unk())
     assert torch.equal(scored, unk if options else target)
-    loss, _, _ = CrossEntropyCriterion(Task(), sentence_avg=False)(model, sample)
+    loss, _, _ = CrossEntropyCriterion(stub_task(dictionary)(), sentence_avg=False)(model, sample)
     log_probs = model.get_normalized_probs(net_output, log_probs=True)
     torch.testing.assert_close(loss, -log_probs.gather(2, scored.unsqueeze(2)).sum())
     assert math.isfinite(loss.item())

@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from conftest import ROOT, run, slice_corpus, tiny_dictionary, tiny_gru, tiny_model
+from conftest import ROOT, run, slice_corpus, stub_task, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.generation.sampling import teacher_forcing_input
 from fairseq_plugins.tasks.precision import BF16_REFUSED, autocast_train_step, check_precision_options
@@ -17,10 +17,7 @@ DICT = tiny_dictionary()
 PAD, EOS = DICT.pad(), DICT.eos()
 
 
-class Task:
-    source_dictionary = DICT
-    target_dictionary = DICT
-    skips_nonfinite_updates = True
+Task = stub_task(DICT, skips_nonfinite_updates=True)
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("torch_xla") is not None, reason="torch_xla is installed: fairseq's --bf16 can then run on a TPU, so it is not refused")

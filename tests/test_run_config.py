@@ -1,6 +1,6 @@
 """A data and a model directory remember the config that made them (config.json, fairseq_plugins/runtime/run_config.py):
 train.sh and generate.sh default to it, the hub decodes with the model's GEN_ARGS, and an explicit -c that
-disagrees is an error unless --force-config (issue 25 part 1)."""
+disagrees is an error unless --force-config."""
 import json
 import os
 import re

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_same_gradients, run, slice_corpus, tiny_dictionary, tiny_gru, tiny_model
+from conftest import (assert_same_gradients, run, slice_corpus, stub_task, tiny_dictionary, tiny_gru,
+                      tiny_model)
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.nonfinite import NonFiniteLossError
 from fairseq_plugins.criterions.self_critical_rouge import (
@@ -35,9 +36,7 @@ M0 = DICT.index(marker(0))
 A, B, C, D, E = (DICT.index(w) for w in "abcde")
 
 
-class Task:
-    target_dictionary = DICT
-    skips_nonfinite_updates = True
+Task = stub_task(DICT, skips_nonfinite_updates=True)
 
 
 def criterion(**options) -> SelfCriticalRougeCriterion:
@@ -293,7 +292,7 @@ def test_dropout_is_off_while_sampling_and_scoring_unless_asked():
 
 @pytest.mark.parametrize("build", [tiny_model, tiny_gru])
 def test_one_shared_encoder_pass_scores_y_s_with_the_probabilities_it_was_sampled_with(build):
-    """Issue 21 point 3: the encoder runs once per update and its output serves the decode, the ML pass and the
+    """The encoder runs once per update and its output serves the decode, the ML pass and the
     pass over y^s; with dropout in the model (off while sampling and scoring), y^s is still differentiated
     under exactly the distribution it was sampled from, and the gradient reaches the encoder."""
     torch.manual_seed(4)
@@ -335,7 +334,7 @@ def gradients(loss, model):
 
 @pytest.mark.parametrize("variant", ["pgn", "pgn_no_copy_no_coverage", "pgn_luong_embed_norm", "gru"])
 def test_sampling_with_gradient_gives_the_teacher_forced_scores_states_and_gradients(variant):
-    """Issue 21 point 3: ``free_run(score=True)`` keeps the graph of the steps that drew y^s.  Its log p(y^s_t)
+    """``free_run(score=True)`` keeps the graph of the steps that drew y^s.  Its log p(y^s_t)
     and decoder states equal those of a teacher-forced pass over the same tokens, and so do the gradients of
     any function of them, with rows leaving the batch at different steps (limits 3 and 7)."""
     torch.manual_seed(6)
@@ -775,7 +774,7 @@ def test_the_rl_config_fine_tunes_an_ml_model_through_train_sh(data, ml_checkpoi
 
 @pytest.mark.slow
 def test_a_fine_tuning_run_gets_its_own_time_budget(data, ml_checkpoint, tmp_path):
-    """Issue 21 point 2: a parent checkpoint that recorded 10 hours of training does not use up the child's
+    """A parent checkpoint that recorded 10 hours of training does not use up the child's
     --stop-time-hours: the fine-tuning run trains all its updates, and the log says which time it counts; a
     resumed run continues from its own recorded time."""
     import torch

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_same_gradients, tiny_dca, tiny_dictionary, tiny_gru, tiny_model
+from conftest import assert_same_gradients, stub_task, tiny_dca, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import (
@@ -25,10 +25,7 @@ DOT, ZH_STOP, Q = DICT.index("."), DICT.index("。"), DICT.index("<q>")
 M0 = DICT.index(marker(0))
 
 
-class Task:
-    source_dictionary = DICT
-    target_dictionary = DICT
-    skips_nonfinite_updates = True
+Task = stub_task(DICT, skips_nonfinite_updates=True)
 
 
 def cohesion(**options) -> SemanticCohesionCriterion:
@@ -105,7 +102,7 @@ def test_forms_of_the_summed_term(form):
 
 @pytest.mark.parametrize("form, bound", [("squared", 0.5), ("cosine", None)])
 def test_minimising_the_default_form_keeps_the_sentence_before_last_apart(form, bound):
-    """Issue 20 point 3: minimising the sum of raw cosines of consecutive sentence ends drives s'_q towards
+    """Minimising the sum of raw cosines of consecutive sentence ends drives s'_q towards
     s'_{q-2} (cos -> +1); the default cos^2 makes consecutive ends orthogonal and keeps cos(s'_q, s'_{q-2})
     below 0.5."""
     torch.manual_seed(8)
@@ -147,7 +144,7 @@ def test_l_sem_per_summary_in_a_padded_batch():
 @pytest.mark.parametrize("arch", sorted(MODELS))
 @pytest.mark.parametrize("loss_average", ["sequence", "token"])
 def test_loss_is_the_ml_loss_plus_lambda_l_sem_at_the_papers_scale(arch, loss_average):
-    """Issue 20 point 1: lambda weighs each summary's L_SEM against its *summed* NLL (the paper's L_MLE), and the
+    """Lambda weighs each summary's L_SEM against its *summed* NLL (the paper's L_MLE), and the
     two are divided by the same count: the summary's T with sequence averaging, the batch's tokens with token."""
     torch.manual_seed(2)
     model = MODELS[arch]().eval()
@@ -243,7 +240,7 @@ def test_self_critical_cohesion_uses_semantic_cohesion_as_its_ml_part():
 
 
 def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
-    """Issue 20 point 4: under self_critical_cohesion the sampled summary's own sentence ends get lambda L_SEM too,
+    """Under self_critical_cohesion the sampled summary's own sentence ends get lambda L_SEM too,
     at L_rl's scale (gamma = 1: the loss is L_rl + lambda L_SEM(y^s), both per-summary sums, over documents)."""
     torch.manual_seed(9)
     model = tiny_dca(DICT).eval()
@@ -273,7 +270,7 @@ def test_self_critical_cohesion_adds_lambda_l_sem_of_the_sampled_summaries():
 @pytest.mark.parametrize("arch", sorted(MODELS))
 @pytest.mark.parametrize("cohesion_lambda", [0.0, 0.5])
 def test_paper_mix_gradient_is_gamma_grad_l_rl_plus_one_minus_gamma_grad_summed_nll(arch, cohesion_lambda):
-    """Issue 21 point 1, --rl-mix paper (the default): the gradient of the batch loss is
+    """--rl-mix paper (the default): the gradient of the batch loss is
     gamma grad L_rl + (1 - gamma) grad sum_t nll_t (Paulus et al. eq 16 with eqs 14-15 as sums over each
     summary), with L_rl = sum_docs (r(y^g) - r(y^s)) sum_t log p(y^s_t), for self_critical_rouge (lambda = 0);
     for self_critical_cohesion (lambda > 0) plus lambda L_SEM of the reference in the ML term and of y^s in the

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import tiny_dca, tiny_dictionary, tiny_gru, tiny_model
+from conftest import stub_task, tiny_dca, tiny_dictionary, tiny_gru, tiny_model
 from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.self_critical_rouge import SelfCriticalRougeConfig, SelfCriticalRougeCriterion
 from fairseq_plugins.criterions.semantic_cohesion import (
@@ -43,10 +43,7 @@ ARCHS = {  # every architecture, with dropout (and inter-layer dropout where it 
 }
 
 
-class Task:
-    source_dictionary = DICT
-    target_dictionary = DICT
-    skips_nonfinite_updates = True
+Task = stub_task(DICT, skips_nonfinite_updates=True)
 
 
 ML_OPTIONS = dict(focal_alpha=1.0, focal_gamma=0.0, coverage_lambda=1.0, loss_average="sequence")

@@ -1,21 +1,21 @@
 """``focal_copy_coverage``: focal loss on the copy distribution plus the coverage loss.
 
 Shi et al. (2018), "A Normalized Encoder-Decoder Model for Abstractive Summarization Using Focal Loss",
-eqs 12-16, for target word w_t with final probability P(w_t) (eq 9 of See et al. for a pointer model):
-    focal_t    = -alpha (1 - P(w_t))^gamma log P(w_t)                   (focal loss, eqs 14-15)
-    covloss_t  = sum_i min(a_i^t, c_i^t)                                (coverage loss, eq 12; See et al. eq 12)
-    loss_t     = focal_t + lambda covloss_t                             (eq 13 with focal_t in place of the NLL)
-    loss       = (1/T) sum_{t=0}^{T-1} loss_t                           (eq 16: mean over the summary's steps)
-With ``alpha=1, gamma=0`` this is exactly See et al.'s NLL + coverage loss (their eqs 6, 7 and 13); ``lambda=0``
+Shi eqs 12-16, for target word w_t with final probability P(w_t) (See eq 9 for a pointer model):
+    focal_t    = -alpha (1 - P(w_t))^gamma log P(w_t)                   (focal loss, Shi eqs 14-15)
+    covloss_t  = sum_i min(a_i^t, c_i^t)                                (coverage loss, Shi eq 12; See eq 12)
+    loss_t     = focal_t + lambda covloss_t                             (Shi eq 13, focal_t for the NLL)
+    loss       = (1/T) sum_{t=0}^{T-1} loss_t                           (Shi eq 16: mean over the summary's steps)
+With ``alpha=1, gamma=0`` this is exactly See et al.'s NLL + coverage loss (See eqs 6, 7 and 13); ``lambda=0``
 turns the coverage loss off.
 
-The weight of the two terms (eq 16 as the paper writes it): alpha and (1 - P)^gamma <= 1 scale only the word
+The weight of the two terms (Shi eq 16 as the paper writes it): alpha and (1 - P)^gamma <= 1 scale only the word
 term, not covloss_t.  With the paper's alpha = 0.25 the coverage loss therefore weighs at least 4x more, relative
 to the word term, than in the NLL rows with the same lambda (and more still where gamma > 0 shrinks the word
 term of well-predicted words).  ``--coverage-lambda 0.25`` (lambda scaled by alpha) restores the NLL rows'
 balance at gamma = 0: configs/shi2018_lcsts_row7.conf, a variant of Table 1's row (6).
 
-Averaging: by default (``--loss-average sequence``) each summary's loss is the mean over its T steps (eq 16)
+Averaging: by default (``--loss-average sequence``) each summary's loss is the mean over its T steps (Shi eq 16)
 and the batch loss is the mean over summaries (fairseq's sample_size = number of summaries).  ``token``
 averages over all target tokens of the batch instead, as fairseq's own criterions do.
 
@@ -53,7 +53,7 @@ class FocalCopyCoverageConfig(FairseqDataclass):
     focal_gamma: float = field(default=1.0, metadata={"help": "gamma of the focal loss (0 = weighted NLL)"})
     coverage_lambda: float = field(default=1.0, metadata={"help": "weight of the coverage loss (0 = off)"})
     loss_average: LOSS_AVERAGE = field(
-        default="sequence", metadata={"help": "sequence: eq 16, mean over each summary's steps; token: over tokens"}
+        default="sequence", metadata={"help": "sequence: Shi eq 16, mean over each summary's steps; token: over tokens"}
     )
     on_nonfinite: ON_NONFINITE = field(
         default="stop",
@@ -64,7 +64,7 @@ class FocalCopyCoverageConfig(FairseqDataclass):
 
 
 def focal_loss(log_prob, alpha: float, gamma: float):
-    """-alpha (1 - p)^gamma log p, elementwise, from log p (Shi et al. eq 15).  Returns (focal, nll)."""
+    """-alpha (1 - p)^gamma log p, elementwise, from log p (Shi eq 15).  Returns (focal, nll)."""
     nll = -log_prob
     weight = (1.0 - log_prob.exp()).clamp(min=0.0).pow(gamma) if gamma != 0 else torch.ones_like(nll)
     return alpha * weight * nll, nll
@@ -72,7 +72,7 @@ def focal_loss(log_prob, alpha: float, gamma: float):
 
 def target_log_probs(model, net_output, target):
     """log P(target) per position, B x T, with gradient: the model's exact ``get_target_log_probs`` (the
-    project's models compute eq 9 in log space, so a word of probability 1e-20 still gets a gradient), else
+    project's models compute See eq 9 in log space, so a word of probability 1e-20 still gets a gradient), else
     the log of ``get_target_probs`` floored at PROB_EPS, else fairseq's ``get_normalized_probs``."""
     if hasattr(model, "get_target_log_probs"):
         return model.get_target_log_probs(net_output, target).float()
@@ -83,15 +83,15 @@ def target_log_probs(model, net_output, target):
 
 
 def coverage_loss(attn, coverage):
-    """sum_i min(a_i^t, c_i^t) per step (See et al. eq 12).  attn, coverage: B x T x S -> B x T."""
+    """sum_i min(a_i^t, c_i^t) per step (See eq 12).  attn, coverage: B x T x S -> B x T."""
     return torch.minimum(attn, coverage).sum(dim=2)
 
 
 @register_criterion("focal_copy_coverage", dataclass=FocalCopyCoverageConfig)
 class FocalCopyCoverageCriterion(NonFinitePolicy, FairseqCriterion):
     """The ML loss.  ``compute_loss(model, sample, net_output)`` is the loss of a teacher-forced net_output
-    without the non-finite policy: self_critical_rouge uses it as the ML part of its mixed objective (eq 16 of
-    Paulus et al.), with ``reduce_terms`` logging its terms."""
+    without the non-finite policy: self_critical_rouge uses it as the ML part of its mixed objective
+    (Paulus eq 16), with ``reduce_terms`` logging its terms."""
 
     nonfinite_name = "focal_copy_coverage"
     nonfinite_logger = logger
@@ -122,10 +122,10 @@ class FocalCopyCoverageCriterion(NonFinitePolicy, FairseqCriterion):
         target = sample["target"]  # B x T
         mask = target.ne(self.padding_idx).float()  # B x T
         terms = self.token_terms(model, net_output, target)  # each B x T
-        loss_t = terms["focal"] + self.coverage_lambda * terms["coverage"]  # eq 13
+        loss_t = terms["focal"] + self.coverage_lambda * terms["coverage"]  # Shi eq 13
         if self.per_sequence:
             lengths = mask.sum(dim=1).clamp(min=1.0)  # T per summary
-            loss = ((loss_t * mask).sum(dim=1) / lengths).sum()  # eq 16, summed over the batch
+            loss = ((loss_t * mask).sum(dim=1) / lengths).sum()  # Shi eq 16, summed over the batch
             sample_size = target.size(0)
         else:
             loss = (loss_t * mask).sum()

@@ -5,8 +5,8 @@ each document x of the batch:
     y^s   a summary sampled from the model's own final distribution, token by token (free running; for a
           pointer model over the extended vocabulary, a sampled marker fed back as the model feeds markers);
     y^g   the greedy (argmax) summary, the baseline;
-    L_rl  = (r(y^g) - r(y^s)) * sum_t log p(y^s_t | y^s_<t, x)                         (Paulus et al. eq 15)
-    L     = gamma L_rl + (1 - gamma) L_ml,   gamma = 0.9984 by default                  (eq 16)
+    L_rl  = (r(y^g) - r(y^s)) * sum_t log p(y^s_t | y^s_<t, x)                         (Paulus eq 15)
+    L     = gamma L_rl + (1 - gamma) L_ml,   gamma = 0.9984 by default                  (Paulus eq 16)
 Minimising L_rl raises the probability of a sample that beats the greedy baseline and lowers that of one that
 does not (tests/test_self_critical_rouge.py checks the direction with one SGD step).  The reward factor is a
 constant: no gradient flows through the rewards, the greedy summary or the sampling.
@@ -17,87 +17,11 @@ the project's exact ROUGE (rouge_python, no stemming) on the same ids, each summ
 padding are not counted, a marker matches itself (the same word of the same document), ``<unk>`` matches
 nothing.
 
-How one batch is computed (the same code for every architecture; nothing model-specific):
-  0. the encoder runs once, with gradient (``encode``); the steps that read the source share its output;
-  1. y^s and y^g are decoded together, 2B rows, without gradient, through fairseq's incremental decoding
-     (generation/sampling.py) from that encoder output; up to ``--rl-max-len-a`` * source length +
-     ``--rl-max-len-b`` tokens;
-  2. both are rewarded in one batched call;
-  3. the ML part runs its own teacher-forced decoder pass on the reference (``ml_loss``);
-  4. y^s is scored with one ordinary teacher-forced decoder pass (prev_output_tokens built from y^s), and
-     ``model.get_target_probs`` gives p(y^s_t | y^s_<t, x) with gradient.  This equals the probability it was
-     sampled with, because incremental decoding equals the full forward pass and both read the same encoder
-     output.  A subclass may add a per-summary term of y^s computed from that same pass to L_rl
-     (``sample_penalty``; self_critical_cohesion's L_SEM).
-  The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
-  ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
-``--rl-baseline-block-ngram N`` decodes y^g with n-gram blocking, as beam search decodes at test time with
-``--block-ngram-repeat N`` (Rennie et al.'s baseline is the test-time decoding).  Plain argmax (the default,
-Paulus et al.'s) can loop until the length limit: then almost any shorter sample beats the baseline, and the
-advantage mostly rewards ending early (issue 20, docs/results/dca2018_cnndm.md).  The samples are never blocked.
-``--rl-score-in-sampling`` replaces steps 1 and 4: y^s is sampled with gradient (``score=True``), so the decoder
-steps that draw y^s_t keep their graph and give log p(y^s_t | y^s_<t, x) (``model.get_target_log_probs``) and
-the decoder states (for ``sample_penalty``); y^g is then decoded on its own without gradient.  The probability
-differentiated is the one sampled with by construction (dropout masks included, with --rl-dropout), and each
-row's graph ends with the row, where the teacher-forced pass runs every row to the longest sample.  But the
-output layer and the softmax then run step by step in the graph, and their backward pass writes a V x d weight
-gradient at every step: on CNN/DM (20k words) an update measured slower that way, so it is not the default.
-Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so the
-distribution sampled from and the one differentiated are the same network; the ML part's decoder pass keeps the
-model's dropout (its encoder, shared, has none: the price of running it once).  Dropout is switched off module by
-module (``modules/training_switches.py``), never with ``model.eval()``: every module with parameters stays in
-training mode, which cuDNN's recurrent backward requires on a GPU.  Step 4 is always an exact teacher-forced
-pass over y^s: a model that feeds back its own predictions in training (``--own-prediction-prob``) does so in the
-ML part only, with or without ``--rl-dropout``.
-
-The mix of eq 16 (``--rl-mix``).
-  ``paper`` (default): Paulus et al.'s eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
-      sums over the summary's tokens; L = gamma L_rl + (1 - gamma) L_ml is formed per document and averaged
-      over the batch's documents (fairseq's sample_size = documents).  The ML part therefore contributes its
-      per-token terms summed over the summary (focal and coverage terms included, and lambda L_SEM for
-      self_critical_cohesion), whatever its ``--loss-average``; ``--rl-normalization`` must stay ``sequence``.
-  ``averages``: the behaviour before issue 21.  Each part is first brought to an average: L_rl per document
-      (``--rl-normalization sequence``) or per sampled token (``token``), the ML part as its
-      ``--loss-average`` says (by default its mean over the summary's steps); gamma then mixes the averages.
-Conversion.  With ``averages`` and the ML mean over each summary's T tokens, a document's loss is
-g_a L_rl + (1 - g_a) L_ml / T, which is the paper's form (up to a constant factor) with
-g_p = g_a T / (g_a T + 1 - g_a); conversely g_a = g_p / (g_p + T (1 - g_p)).  For T ~ 62 (CNN/DM), the paper's
-0.9984 under ``paper`` is g_a ~ 0.91 under ``averages``, and 0.9984 under ``averages`` is g_p ~ 0.99997: the old
-default gave the ML term ~60x less weight than the paper's gamma says.
-
-Padding and ``<s>`` are never sampled (their probability is set to 0 and the rest renormalised); log p is the
-model's own probability of the sampled token, so the estimator ignores the (for a trained model tiny) mass
-removed that way.  A row that reaches the length limit ends without ``</s>``: no token is forced.
-
-Sentence-level rewards (``--rl-sentence-rewards``; Celikyilmaz et al. 2018's intermediate rewards).  A summary
-is cut into sentences after each token of ``--rl-sentence-end``; sentence q of y^s earns
-r(y^s_1..q) - r(y^s_1..q-1) (prefixes scored against the whole reference, exactly, by the same reward), the
-baseline of that sentence is the same difference for the q-th sentence of y^g (0 when y^g has fewer), and each
-token of the sentence (the final ``</s>`` belongs to the last sentence) is weighed by (baseline - earned)
-instead of (r(y^g) - r(y^s)).  The sentence rewards of a summary add up to its reward, so a one-sentence
-summary gets exactly eq 15.  How the baseline is split by sentence is our reading (the DCA paper's form is not
-at hand).
-
-The ML part (``ml_criterion_class``, by default ``focal_copy_coverage`` with all its options, so coverage keeps
-working) is a composed criterion built from this criterion's config.  Anything with its ``compute_loss(model,
-sample, net_output) -> (loss, sample_size, term sums)`` and ``reduce_terms(logging_outputs)`` can replace it,
-e.g. ``class SelfCriticalCohesion(SelfCriticalRougeCriterion): ml_criterion_class = SemanticCohesionCriterion``
-registered with a config that adds its options: L = gamma L_rl + (1 - gamma) L_mle-sem, no copy of this code.
-
-Logged (per update): loss = gamma rl_loss + (1 - gamma) ml_loss (all three in base 2, like fairseq's loss; per
-document with ``--rl-mix paper``, as averaged with ``averages``; the per-token nll_loss is logged either way),
-reward_sample and reward_greedy (mean F1 of y^s and y^g), beat_baseline (share of documents with
-r(y^s) > r(y^g)), sample_len and greedy_len (mean summary tokens, ``</s>`` not counted), and the ML part's
-terms (nll_loss, ppl, focal, coverage, p_gen).  In validation the same is computed without gradient: keep the
-best checkpoint by ``--best-checkpoint-metric reward_greedy --maximize-best-checkpoint-metric``.
-``--rl-log-samples N`` logs, every N updates, the first document's y^s, y^g and reference as text, a copied OOV
-marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
-``--rl-oov-file``).  ``--rl-timing`` logs the seconds each update spends in the encoder (t_encode), decoding
-(t_decode; with --rl-score-in-sampling the forward pass of y^s with gradient included), rewarding (t_reward), in
-the ML decoder pass (t_ml) and in the teacher-forced pass over y^s (t_rl; 0 with --rl-score-in-sampling);
-backward is outside the criterion.  Non-finite losses follow ``--on-nonfinite`` exactly as in focal_copy_coverage (the same code,
-``criterions/nonfinite.py``); a
-decode that met a non-finite distribution counts as a non-finite loss.
+How a batch is computed (one encoder pass shared by the decode of y^s and y^g and two teacher-forced passes),
+the two mixes of Paulus eq 16 and how dropout is handled: ``SelfCriticalRougeCriterion.forward``.  The baseline
+y^g may be decoded with n-gram blocking (``decode``); sentence-level rewards: ``sentence_rewards``; the ML part
+is a replaceable criterion (the class docstring); what is logged: ``reduce_metrics``.  Why some of these
+defaults are what they are (the unblocked baseline, scoring y^s with a separate pass, the mix): docs/design.md.
 """
 import contextlib
 import logging
@@ -136,17 +60,17 @@ RL_MIX = ChoiceEnum(["paper", "averages"])
 @dataclass
 class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
     rl_gamma: float = field(
-        default=0.9984, metadata={"help": "gamma of eq 16, L = gamma L_rl + (1 - gamma) L_ml (Paulus et al.: "
+        default=0.9984, metadata={"help": "gamma of Paulus eq 16, L = gamma L_rl + (1 - gamma) L_ml (Paulus et al.: "
                                           "0.9984; 0 = the ML loss alone, 1 = RL alone)"})
     rl_reward: str = field(
         default="rougeL", metadata={"help": "reward: rougeL, rouge1, rouge2 ... (F1 on token ids), or a weighted "
                                             "mix such as rouge1=0.5,rougeL=0.5"})
     rl_mix: RL_MIX = field(
-        default="paper", metadata={"help": "paper: eq 16 on L_rl and L_ml both summed over the summary's tokens, "
-                                           "averaged over documents; averages: gamma mixes L_rl's and the ML "
-                                           "part's own averages (the behaviour before issue 21)"})
+        default="paper", metadata={"help": "paper: Paulus eq 16 on L_rl and L_ml both summed over the summary's "
+                                           "tokens, averaged over documents; averages: gamma mixes L_rl's and the "
+                                           "ML part's own averages"})
     rl_normalization: RL_NORMALIZATION = field(
-        default="sequence", metadata={"help": "sequence: eq 15 summed over each summary's steps, averaged over "
+        default="sequence", metadata={"help": "sequence: Paulus eq 15 summed over each summary's steps, averaged over "
                                               "documents (the paper); token: averaged over sampled tokens (only "
                                               "with --rl-mix averages)"})
     rl_max_len_a: float = field(
@@ -162,9 +86,8 @@ class SelfCriticalRougeConfig(FocalCopyCoverageConfig):
     rl_score_in_sampling: bool = field(
         default=False, metadata={"help": "score y^s in the decoder steps that sample it (with gradient) instead of "
                                          "a teacher-forced pass over it: no second pass, no padding to the "
-                                         "longest sample, but the output layer's graph step by step (measured "
-                                         "slower on CNN/DM's 20k words: docs/results/"
-                                         "throughput_rl_trained_checkpoint.txt)"})
+                                         "longest sample, but the output layer's graph step by step (slower "
+                                         "with a large vocabulary: docs/design.md)"})
     rl_sentence_rewards: bool = field(
         default=False, metadata={"help": "sentence-level (intermediate) rewards and baselines (Celikyilmaz et "
                                          "al. 2018) instead of one reward per summary"})
@@ -227,6 +150,14 @@ def forward(model, net_input, prev_output_tokens: Tensor, encoder_out=None):
 def sentence_rewards(tokens: Tensor, lengths: Tensor, prefix: Tensor, is_end: Tensor) -> Tuple[Tensor, Tensor]:
     """Intermediate rewards of each sentence of each summary, and the sentence of every token.
 
+    With ``--rl-sentence-rewards`` (Celikyilmaz et al. 2018's intermediate rewards) a summary is cut into sentences
+    after each token of ``--rl-sentence-end``; sentence q of y^s earns r(y^s_1..q) - r(y^s_1..q-1) (prefixes scored
+    against the whole reference by the same reward), the baseline of that sentence is the same difference for the
+    q-th sentence of y^g (0 when y^g has fewer), and each token of the sentence (the final ``</s>`` belongs to the
+    last sentence) is weighed by (baseline - earned) instead of (r(y^g) - r(y^s)).  The sentence rewards of a
+    summary add up to its reward, so a one-sentence summary gets exactly Paulus eq 15.  How the baseline is split
+    by sentence is our reading (the DCA paper does not give its form).
+
     Args:
         tokens: B x T decoded tokens (the summary's counted tokens first, then ``</s>``/padding).
         lengths: B, the number of summary tokens (``</s>`` not counted).
@@ -256,16 +187,24 @@ def sentence_rewards(tokens: Tensor, lengths: Tensor, prefix: Tensor, is_end: Te
 
 @register_criterion("self_critical_rouge", dataclass=SelfCriticalRougeConfig)
 class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
-    """gamma L_rl + (1 - gamma) L_ml (Paulus et al. eqs 15-16); see the module docstring."""
+    """gamma L_rl + (1 - gamma) L_ml (Paulus eqs 15-16); see the module docstring.
 
-    ml_criterion_class = FocalCopyCoverageCriterion  # the ML part (replaceable: see the module docstring)
+    The ML part (``ml_criterion_class``, by default ``focal_copy_coverage`` with all its options, so coverage
+    keeps working) is a composed criterion built from this criterion's config.  Anything with its
+    ``compute_loss(model, sample, net_output) -> (loss, sample_size, term sums)`` and
+    ``reduce_terms(logging_outputs)`` can replace it, e.g. ``class SelfCriticalCohesion(SelfCriticalRougeCriterion):
+    ml_criterion_class = SemanticCohesionCriterion`` registered with a config that adds its options:
+    L = gamma L_rl + (1 - gamma) L_mle-sem, no copy of this code.
+    """
+
+    ml_criterion_class = FocalCopyCoverageCriterion  # the ML part (replaceable: see the class docstring)
     nonfinite_name = "self_critical_rouge"
     nonfinite_logger = logger
 
     def __init__(self, task, cfg: SelfCriticalRougeConfig):
         super().__init__(task)
         if not 0.0 <= cfg.rl_gamma <= 1.0:
-            raise ValueError(f"--rl-gamma must be in [0, 1] (eq 16), not {cfg.rl_gamma}")
+            raise ValueError(f"--rl-gamma must be in [0, 1] (Paulus eq 16), not {cfg.rl_gamma}")
         if cfg.rl_max_len_a < 0 or cfg.rl_max_len_b < 0 or (cfg.rl_max_len_a == 0 and cfg.rl_max_len_b < 1):
             raise ValueError(f"--rl-max-len-a {cfg.rl_max_len_a} --rl-max-len-b {cfg.rl_max_len_b}: a summary "
                              f"must be allowed at least one token (both >= 0, and b >= 1 when a is 0)")
@@ -321,6 +260,45 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
 
     # ------------------------------------------------------------------ the objective
     def forward(self, model, sample, reduce=True):
+        """(loss, sample size, logging output) of one batch, the same code for every architecture:
+
+        0. the encoder runs once, with gradient (``encode``); the steps that read the source share its output;
+        1. y^s and y^g are decoded together, 2B rows, without gradient, through fairseq's incremental decoding
+           (generation/sampling.py) from that encoder output; up to ``--rl-max-len-a`` * source length +
+           ``--rl-max-len-b`` tokens (``decode``);
+        2. both are rewarded in one batched call (``reward_factors``);
+        3. the ML part runs its own teacher-forced decoder pass on the reference (``ml_loss``);
+        4. y^s is scored with one ordinary teacher-forced decoder pass (prev_output_tokens built from y^s), which
+           gives p(y^s_t | y^s_<t, x) with gradient (``score_sample``): the probability it was sampled with,
+           since incremental decoding equals the full forward pass and both read the same encoder output.  A
+           subclass may add a per-summary term of y^s from that same pass to L_rl (``sample_penalty``;
+           self_critical_cohesion's L_SEM).
+        The gradients of steps 3 and 4 meet in the one encoder pass.  A model whose forward is not
+        ``decoder(encoder(...))`` (``shares_encoder``) runs its own full passes in steps 1, 3 and 4 instead.
+        ``--rl-score-in-sampling`` replaces steps 1 and 4: y^s is sampled with gradient, so the steps that draw
+        y^s_t keep their graph and give log p(y^s_t) and the decoder states; y^g is then decoded on its own
+        without gradient.
+
+        Dropout: by default (``--rl-dropout`` off) the encoder pass and steps 1 and 4 run with dropout off, so
+        the distribution sampled from and the one differentiated are the same network; the ML part's decoder
+        pass keeps the model's dropout (its shared encoder has none).  Dropout is switched off module by module
+        (``modules/training_switches.py``), never with ``model.eval()``, so every module with parameters stays
+        in training mode (cuDNN's recurrent backward requires it).  A model that feeds back its own predictions
+        in training (``--own-prediction-prob``) does so in the ML part only.
+
+        The mix of Paulus eq 16 (``--rl-mix``):
+          ``paper`` (default): Paulus eqs 14-16 as written.  L_ml = -sum_t log p(y*_t | ...) and L_rl are both
+              sums over the summary's tokens; L = gamma L_rl + (1 - gamma) L_ml is formed per document and
+              averaged over the batch's documents (sample_size = documents).  The ML part contributes its
+              per-token terms summed over the summary (focal and coverage terms, and lambda L_SEM for
+              self_critical_cohesion), whatever its ``--loss-average``; ``--rl-normalization`` must be
+              ``sequence``.
+          ``averages``: each part is first brought to an average: L_rl per document (``--rl-normalization
+              sequence``) or per sampled token (``token``), the ML part as its ``--loss-average`` says (by
+              default its mean over the summary's steps); gamma then mixes the averages.  With the ML mean over
+              T tokens a document's loss is g_a L_rl + (1 - g_a) L_ml / T: the paper's form up to a constant,
+              with g_p = g_a T / (g_a T + 1 - g_a), and conversely g_a = g_p / (g_p + T (1 - g_p)).
+        """
         timer = PhaseTimer(self.cfg.rl_timing)
         target = sample["target"]  # B x R
         with timer("encode"):
@@ -333,16 +311,16 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
             ml_loss, sample_size, ml_terms = self.ml_loss(model, sample, encoder_out)
         with timer("rl"):
             log_p, net_output = self.score_sample(model, sample, sampled, encoder_out)  # B x T, 0 after the end
-            rl_sum = (factor.to(log_p.dtype) * log_p).sum()  # eq 15, summed over the batch
+            rl_sum = (factor.to(log_p.dtype) * log_p).sum()  # Paulus eq 15, summed over the batch
             penalty, penalty_terms = self.sample_penalty(model, net_output, sampled)
             rl_sum = rl_sum + penalty  # a subclass's per-summary term of y^s (0 here)
             ml_terms.update(penalty_terms)
         rl_norm = target.size(0) if self.per_sequence else int(sampled.lengths.sum())
         if self.paper_mix:  # per document: gamma L_rl + (1 - gamma) L_ml, both sums over the summary
             sample_size = target.size(0)
-            loss = self.gamma * rl_sum + (1.0 - self.gamma) * ml_loss  # eq 16
+            loss = self.gamma * rl_sum + (1.0 - self.gamma) * ml_loss  # Paulus eq 16
         else:  # averages of like kind, at the ML part's sample size
-            loss = self.gamma * rl_sum * (sample_size / rl_norm) + (1.0 - self.gamma) * ml_loss  # eq 16
+            loss = self.gamma * rl_sum * (sample_size / rl_norm) + (1.0 - self.gamma) * ml_loss  # Paulus eq 16
 
         logging_output = self.make_logging_output(
             loss, ml_loss, rl_sum, rl_norm, sample, sample_size, ml_terms, sampled, greedy, reward_s, reward_g,
@@ -371,7 +349,14 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         """y^s and y^g of every document (dropout off unless --rl-dropout), from ``encoder_out`` when given, else
         from an encoder pass here; without gradient, except that with --rl-score-in-sampling and the update's
         shared ``encoder_out`` y^s is sampled with gradient and carries log p(y^s_t) and its decoder states
-        (``FreeRun.scored``)."""
+        (``FreeRun.scored``).
+
+        y^s is sampled from the model's own final distribution, token by token (for a pointer model over the
+        extended vocabulary, a sampled marker fed back as the model feeds markers); padding and ``<s>`` are never
+        sampled (their probability is set to 0 and the rest renormalised); a row that reaches the length limit
+        ends without ``</s>``.  y^g is the argmax summary, or with ``--rl-baseline-block-ngram N`` the argmax under
+        n-gram blocking, as beam search decodes at test time with ``--block-ngram-repeat N`` (Rennie et al.'s
+        baseline is the test-time decoding).  The samples are never blocked."""
         with dropout_off(model, not self.cfg.rl_dropout):
             return sample_and_greedy(model, sample["net_input"], self.max_lengths(model, sample),
                                      encoder_out=encoder_out, blocker=self.blocker,
@@ -391,7 +376,7 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         return self.reward.prefix_scores(hyps, target)
 
     def reward_factors(self, sampled: FreeRun, greedy: FreeRun, target: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """The factor of each sampled token's log p in eq 15 (B x T: r(y^g) - r(y^s), minus the usual
+        """The factor of each sampled token's log p in Paulus eq 15 (B x T: r(y^g) - r(y^s), minus the usual
         advantage, or its per-sentence form with --rl-sentence-rewards) and the rewards r(y^s), r(y^g) (B each,
         float64).  No gradient."""
         bsz = target.size(0)
@@ -401,13 +386,13 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         reward = prefix.gather(1, lengths.unsqueeze(1)).squeeze(1)  # 2B
         reward_s, reward_g = reward[:bsz], reward[bsz:]
         if self.sentence_end is None:
-            factor = (reward_g - reward_s).unsqueeze(1).expand(bsz, sampled.tokens.size(1))  # eq 15's factor
+            factor = (reward_g - reward_s).unsqueeze(1).expand(bsz, sampled.tokens.size(1))  # Paulus eq 15's factor
             return factor, reward_s, reward_g
         is_end = torch.isin(both, self.sentence_end.to(both.device))  # 2B x T
         per_sentence, sentence = sentence_rewards(both, lengths, prefix, is_end)  # 2B x Q, 2B x T
         earned, baseline = per_sentence[:bsz], per_sentence[bsz:]  # B x Q each; 0 beyond a summary's sentences
         index = sentence[:bsz, :sampled.tokens.size(1)]  # B x T
-        factor = (baseline - earned).gather(1, index)  # B x T: per-sentence factor of eq 15
+        factor = (baseline - earned).gather(1, index)  # B x T: per-sentence factor of Paulus eq 15
         return factor, reward_s, reward_g
 
     def padded(self, tokens: Tensor, width: int) -> Tensor:
@@ -467,6 +452,17 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
+        """Logged per update: loss = gamma rl_loss + (1 - gamma) ml_loss (all three in base 2, like fairseq's
+        loss; per document with ``--rl-mix paper``, as averaged with ``averages``; the per-token nll_loss is logged
+        either way), reward_sample and reward_greedy (mean F1 of y^s and y^g), beat_baseline (share of documents
+        with r(y^s) > r(y^g)), sample_len and greedy_len (mean summary tokens, ``</s>`` not counted), the ML part's
+        terms (nll_loss, ppl, focal, coverage, p_gen), and with ``--rl-timing`` the seconds each update spends in
+        the encoder (t_encode), decoding (t_decode), rewarding (t_reward), the ML decoder pass (t_ml) and the
+        teacher-forced pass over y^s (t_rl; 0 with --rl-score-in-sampling).  In validation the same is computed
+        without gradient: keep the best checkpoint by ``--best-checkpoint-metric reward_greedy
+        --maximize-best-checkpoint-metric``.  Non-finite losses follow ``--on-nonfinite`` as in
+        focal_copy_coverage (criterions/nonfinite.py); a decode that met a non-finite distribution counts as a
+        non-finite loss."""
         total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
         sample_size, docs = total("sample_size"), total("rl_docs")
         ln2 = math.log(2)
@@ -486,6 +482,9 @@ class SelfCriticalRougeCriterion(NonFinitePolicy, FairseqCriterion):
         return True
 
     def maybe_log_sample(self, sample, sampled: FreeRun, greedy: FreeRun, reward_s: Tensor, reward_g: Tensor):
+        """``--rl-log-samples N``: every N updates, the first document's y^s, y^g and reference as text, a copied
+        OOV marker shown with the source word it stands for (``<oov-0=word>``, from DATA/tok/train.oov or
+        ``--rl-oov-file``)."""
         every = self.cfg.rl_log_samples
         step = self.current_update if self.current_update is not None else self.calls
         if every <= 0 or step % every != 0:

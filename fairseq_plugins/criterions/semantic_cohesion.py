@@ -14,20 +14,17 @@ tends to produce the same sentence twice.
 
 Scale (``--cohesion-lambda`` is the paper's lambda).  L_MLE and L_SEM are both per-summary sums, and they are
 added as such before any averaging: with ``--loss-average sequence`` (default) each summary's
-L_MLE + lambda L_SEM is divided by its T target tokens (focal_copy_coverage's eq-16 mean over steps) and the
-batch loss is the mean over summaries; with ``token`` the batch's sum of L_MLE + lambda L_SEM is divided by the
-batch's target tokens.  Either way lambda weighs L_SEM against the *summed* NLL of the summary, as in the paper.
-Before this was fixed (issue 20), lambda multiplied the mean of L_SEM over summaries and was added to the
-per-token ML mean: an old lambda_old weighs like lambda = lambda_old * T in the paper's form (CNN/DM, T ~ 62:
-the old 0.1 was ~6).
+L_MLE + lambda L_SEM is divided by its T target tokens (focal_copy_coverage's mean over steps, Shi eq 16) and
+the batch loss is the mean over summaries; with ``token`` the batch's sum of L_MLE + lambda L_SEM is divided by
+the batch's target tokens.  Either way lambda weighs L_SEM against the *summed* NLL of the summary, as in the
+paper.
 
 The form (``--cohesion-form``).  ``cosine`` is the paper's term.  Minimising a sum of raw cosines of
 consecutive pairs drives each pair towards cos = -1, and then s'_q points the same way as s'_{q-2} (a chain
 that alternates between two directions): a mechanism for repeating the sentence before last, the opposite of
 the term's purpose.  ``squared`` (default) sums cos^2, whose optimum is orthogonal consecutive states and which
-leaves cos(s'_q, s'_{q-2}) free (tests/test_semantic_cohesion.py: minimising it alone keeps that below 0.5,
-while the raw cosine drives it to about +1).  ``positive`` sums max(cos, 0): only similar states are pushed
-apart, any non-positive cosine is left alone.
+leaves cos(s'_q, s'_{q-2}) free (tests/test_semantic_cohesion.py; docs/design.md: why it is the default).
+``positive`` sums max(cos, 0): only similar states are pushed apart, any non-positive cosine is left alone.
 
 Sentences (``--cohesion-sentence-end``, default ``. ! ? 。 ！ ？ <q>``, tokens looked up in the target
 dictionary; ``<q>`` is the sentence separator of the project's CNN/DM references).  A run of these tokens
@@ -44,12 +41,10 @@ run of end tokens at positions w+1..e:
 For a last sentence without end tokens, ``separator`` and ``after`` take the state that predicts ``</s>``.
 ``separator`` pushes apart states that must all predict the same token (``.``), against the NLL;
 with ``<q>`` among the end tokens, ``after`` does not (without it, on CNN/DM it would be the state predicting
-``<q>``).  The default is measured: docs/results/dca2018_cnndm.md trains row 2 (pgn_lstm + SEM, CNN/DM, 1000
-updates, seed 1) with each reading; validation NLL 6.535 (after), 6.625 (word), 6.728 (separator) bits per
-token, test ROUGE-1 with trigram blocking 26.99, 26.09, 25.96 (row 1, no SEM: 6.852 bits, 23.82).
-A sentence whose state does not exist (a truncated summary ending in an end token, with ``after``) is left
-out.  The states come from the model's ``extra["decoder_states"]`` (B x T x H), which every architecture of
-the project exposes (pgn_lstm, global_gate_gru, dca_lstm).
+``<q>``).  The default reading was chosen by a measurement (docs/design.md).  A sentence whose state does not
+exist (a truncated summary ending in an end token, with ``after``) is left out.  The states come from the
+model's ``extra["decoder_states"]`` (B x T x H), which every architecture of the project exposes (pgn_lstm,
+global_gate_gru, dca_lstm).
 
 Logged: ``cohesion`` (mean L_SEM per summary, in the chosen form) besides the ML part's terms; ``nll_loss``
 stays the ML part's per-token NLL, so it compares with systems trained without the term.

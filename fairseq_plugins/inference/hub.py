@@ -50,7 +50,7 @@ several threads are safe: a call touches no process-wide state (no ``warnings.ca
 (fairseq_plugins/inference/quantize.py: which modules, which library; docs/results/quantize_int8.md: speed and ROUGE).
 
 ``summarize_with_details`` also teacher-forces each generated summary through the model to read, per output
-token, the attention over the source, ``p_gen`` (eq 8) and the coverage vector (eq 10): the input of the
+token, the attention over the source, ``p_gen`` (See eq 8) and the coverage vector (See eq 10): the input of the
 attention visualiser (``fairseq_plugins/viz/visualize.py``, ``scripts/visualize_attention.py``).
 
 Checkpoints are read with torch's safe loading left on (``fairseq_plugins.register()`` allow-lists the classes

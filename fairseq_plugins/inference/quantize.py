@@ -1,4 +1,4 @@
-"""int8 dynamic quantisation of a summarization decoder's large matrices, for decoding on a CPU (issue 22).
+"""int8 dynamic quantisation of a summarization decoder's large matrices, for decoding on a CPU.
 
     generate.sh --quantize int8 ...                         (fairseq-generate / -interactive through ``main``)
     Summarizer.from_pretrained(model_dir, quantize="int8")  (fairseq_plugins/inference/hub.py)
@@ -8,14 +8,8 @@ All three call :func:`quantize_model`.  "Dynamic" int8: the weights of the chose
 (one scale per matrix); each call quantizes its input on the fly, multiplies in int8 with int32 accumulation
 (fbgemm / oneDNN on x86) and returns float32.  Nothing is calibrated and the checkpoint is not changed.
 
-Which library.  ``torch.ao.quantization.quantize_dynamic``, which is part of torch itself (no new dependency),
-still present in torch 2.13.0 although marked deprecated (its DeprecationWarning points to torchao; it is
-silenced here).  torchao (0.18.0, the newest on PyPI, imports with torch 2.13.0) was measured and not chosen:
-on this CPU its eager int8 configurations run the decoder's output layer (25 x 512 by 512 x 20000, one thread)
-several times slower than float32 -- Int8DynamicActivationInt8WeightConfig 6.9x, Int8WeightOnlyConfig 2.3x,
-Int8DynamicActivationIntxWeightConfig 4.7x slower -- where ``quantize_dynamic``'s int8 Linear is 5.6x faster
-(docs/results/quantize_int8.md); torchao's fast CPU paths need torch.compile, and it has no LSTM, LSTMCell or
-GRUCell quantisation at all.
+Which library: ``torch.ao.quantization.quantize_dynamic``, part of torch itself (no new dependency), marked
+deprecated in favour of torchao (its DeprecationWarning is silenced here); docs/design.md says why not torchao.
 
 Which modules.  Not the whole decoder: some of our modules read the ``.weight`` of their submodules directly
 (the additive attentions' ``v.weight`` in fused score kernels, tied output layers that multiply by the
@@ -27,11 +21,8 @@ is exactly an ``nn.Linear``, ``nn.LSTM``, ``nn.LSTMCell`` or ``nn.GRUCell``: a t
 and stays float, as do the embeddings, the attentions, the copy switch (one output row), the initial-state
 projections (once per document) and the encoder (once per document).
 
-What it gains depends on how much of a decode these matrices are.  For lcsts_char.conf's pgn_lstm (4k
-characters, decoder 256) they are about 19% of a beam-search decode (the coverage attention over the source
-dominates): int8 makes them 1.7x-2.8x faster, the whole decoder 0.87x-1.15x (noisy, on a loaded CPU) with ROUGE
-unchanged within 0.06, short of issue 22's 1.4x target, so the option is off by default
-(docs/results/quantize_int8.md).
+What it gains depends on how much of a decode these matrices are; the option is off by default because on the
+project's models they are a small part of a beam-search decode (docs/design.md, docs/results/quantize_int8.md).
 """
 import logging
 import warnings
@@ -45,11 +36,11 @@ CHOICES = ("int8",)
 # (pgn_lstm's stacked LSTM cells) stands for its members.
 PLANS: Dict[str, Sequence[str]] = {
     # pgn_lstm: LSTM cells (See / Luong readouts, input feeding) or one nn.LSTM (Paulus preset); See's V
-    # (eq 4) or Luong's W_c (Shi et al. eq 3); the output layer V' / W_vocab / W_out when it is not tied
+    # (See eq 4) or Luong's W_c (Shi eq 3); the output layer V' / W_vocab / W_out when it is not tied
     "PGNDecoder": ("layers", "lstm", "readout.pre_output", "readout.attentional", "output_projection"),
-    # global_gate_gru: the GRU cell (eq 11), the readout W_r (eq 19) and W_o (eq 17)
+    # global_gate_gru: the GRU cell (Song eq 11), the readout W_r (Song eq 19) and W_o (Song eq 17)
     "GlobalGateDecoder": ("cell", "readout", "output_projection"),
-    # dca_lstm: the decoder LSTM, V (~eqs 12-13) and V'
+    # dca_lstm: the decoder LSTM, V (~Celikyilmaz eqs 12-13) and V'
     "DCADecoder": ("lstm", "pre_output", "output_projection"),
 }
 QUANTIZABLE = (nn.Linear, nn.LSTM, nn.LSTMCell, nn.GRUCell)  # exact types: quantize_dynamic's own mapping

@@ -10,8 +10,8 @@ and reports their rewards and lengths.
 
 One JSON line per checkpoint:
   documents        the split's documents,
-  reward_greedy    mean reward of y^g (the baseline of eq 15; what the test-time decoding is closest to),
-  reward_sample    mean reward of y^s (what eq 15's gradient raises in expectation),
+  reward_greedy    mean reward of y^g (the baseline of Paulus eq 15; what the test-time decoding is closest to),
+  reward_sample    mean reward of y^s (what Paulus eq 15's gradient raises in expectation),
   beat_baseline    share of documents with r(y^s) > r(y^g),
   greedy_len, sample_len            mean summary tokens (``</s>`` not counted),
   greedy_at_limit, sample_at_limit  share of summaries cut at the length limit (no ``</s>``),

@@ -1,9 +1,7 @@
 """What config made a data or model directory: ``config.json``, written by preprocess.sh and train.sh.
 
-A config (``configs/NAME.conf``) is a bash file with the arrays PREP_ARGS, TRAIN_ARGS and GEN_ARGS.  Neither a
-data directory nor a model directory used to record which one made it, so ``generate.sh DATA MODEL`` on a model
-trained with ``-c paulus2017_cnndm`` decoded with the default config's lengths and no trigram blocking, without
-a word.  Now:
+A config (``configs/NAME.conf``) is a bash file with the arrays PREP_ARGS, TRAIN_ARGS and GEN_ARGS.  The record
+lets ``generate.sh DATA MODEL`` decode a model with the lengths and blocking of the config that trained it:
   * preprocess.sh writes DATA/config.json, train.sh (and the launchers) SAVE_DIR/config.json:
     {"name", "file", "text" (the config file's text), "prep_args", "train_args", "gen_args" (the arrays as
     resolved), "extra_args" (the options given after the directories), "role" ("data" or "model")};

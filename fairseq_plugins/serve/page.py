@@ -3,8 +3,8 @@ assets).  Paste or upload a text, choose decoding options (the model's own are f
 ``{"documents": [text], "options": {...}, "details": true}`` to ``/summarize`` and shows:
   * the summary (``#summary``);
   * the source as the model read it, each token shaded by its copy weight, the probability mass the copy
-    distribution put on it over the whole summary, ``sum_t (1 - p_gen^t) a_i^t`` (See et al. eqs 8-9; for a model
-    without a copy switch, the attention it received, ``sum_t a_i^t``, the final coverage of eq 10, as
+    distribution put on it over the whole summary, ``sum_t (1 - p_gen^t) a_i^t`` (See eqs 8-9; for a model
+    without a copy switch, the attention it received, ``sum_t a_i^t``, the final coverage of See eq 10, as
     ``visualize.final_coverage``); source tokens whose word the copy distribution produced in the summary carry
     the class ``copied`` (``#source``; ``copied_steps``);
   * the counts of what the model did not read of the document (truncation), and any error the server gave.
@@ -28,7 +28,7 @@ def copy_view(details) -> Dict:
     attention = np.asarray(details.attention, dtype=float)  # T x S
     if details.p_gen is not None:
         p_gen = np.asarray(details.p_gen, dtype=float)  # T
-        weight = ((1.0 - p_gen)[:, None] * attention).sum(axis=0)  # S: copy mass per source token (eq 9)
+        weight = ((1.0 - p_gen)[:, None] * attention).sum(axis=0)  # S: copy mass per source token (See eq 9)
     else:
         weight = final_coverage(details)  # S
     source = details.source_markers or details.source_tokens
@@ -46,7 +46,7 @@ def copy_view(details) -> Dict:
 
 def copied_steps(details) -> List[int]:
     """The output steps t whose token the copy distribution produced: more than half of P(y_t) is its copy
-    part, (1 - p_gen^t) sum_{i: x_i = y_t} a_i^t (See et al. eq 9), P(y_t) being the beam's positional score.
+    part, (1 - p_gen^t) sum_{i: x_i = y_t} a_i^t (See eq 9), P(y_t) being the beam's positional score.
     A copied OOV marker always counts (only copying can produce it); without a copy switch, nothing else does."""
     source = details.source_markers or details.source_tokens
     summary = details.summary_markers or details.summary_tokens

@@ -50,7 +50,7 @@ OPTION_RULES = {
     "lenpen": (float, 0.0, 10.0, "length penalty"),
     "block_ngram_repeat": (int, 0, "max_ngram", "no repeated n-grams of this size (0: off)"),
     "block_ignore": (str, 0, 200, "tokens whose n-grams may repeat, separated by spaces"),
-    "coverage_penalty": (float, 0.0, 10.0, "coverage penalty beta (GNMT eq 14)"),
+    "coverage_penalty": (float, 0.0, 10.0, "coverage penalty beta (Wu eq 14, GNMT)"),
 }
 
 
@@ -148,7 +148,8 @@ def check_option(name: str, value, limits: Limits):
         return value
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not numeric or (kind is int and not float(value).is_integer()):
-        raise ApiError(400, "bad_option", f"option {name} ({what}) must be {'an integer' if kind is int else 'a number'}"
+        kind_name = "an integer" if kind is int else "a number"
+        raise ApiError(400, "bad_option", f"option {name} ({what}) must be {kind_name}"
                                           f", not {json.dumps(value)[:60]}")
     if not low <= value <= high:
         raise ApiError(422, "option_out_of_range", f"option {name} ({what}) = {value} is outside this server's "

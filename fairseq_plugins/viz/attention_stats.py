@@ -1,5 +1,6 @@
-"""summ-attention-stats: is a model using its attention?  Teacher-forces the reference summaries of a split and reports how focused the
-attention over the source is, the per-token NLL, and how similar the decoder states at sentence ends are.
+"""summ-attention-stats: is a model using its attention?  Teacher-forces the reference summaries of a split and
+reports how focused the attention over the source is, the per-token NLL, and how similar the decoder states at
+sentence ends are.
 
     summ-attention-stats CHECKPOINT BIN_DIR [--split valid] [--max-tokens 4000] [--max-batches N]
                          [--cohesion-state after|word|separator]

@@ -12,7 +12,7 @@ Input: a :class:`fairseq_plugins.inference.hub.SummaryDetails` (``Summarizer.sum
       * the attention heat map as a table: one row per summary token, one column per source token, a cell's
         opacity = a_i^t relative to the largest attention on the page (its value in the cell's tooltip); the
         last columns give p_gen and the coverage overlap sum_i min(a_i^t, c_i^t) (the coverage loss of the
-        step, See et al. eq 12) when the model has them.
+        step, See eq 12) when the model has them.
 ``render_png(details, path)``
     The same heat map drawn with matplotlib (Agg canvas, no display needed): source tokens along the top,
     summary tokens down the left (copied OOV words and source OOV words in orange, bold), p_gen bars and
@@ -77,14 +77,14 @@ def png_layout(n_source: int, n_summary: int, has_p_gen: bool, has_coverage: boo
 
 def coverage_overlap(details) -> Optional[np.ndarray]:
     """Per summary token, sum_i min(a_i^t, c_i^t): how much step t attends to what was already attended
-    (the coverage loss of the step, See et al. eq 12).  None for a model without coverage."""
+    (the coverage loss of the step, See eq 12).  None for a model without coverage."""
     if details.coverage is None:
         return None
     return np.minimum(details.attention, details.coverage).sum(axis=1)
 
 
 def final_coverage(details) -> np.ndarray:
-    """Attention each source token received over the whole summary (c after the last step, eq 10)."""
+    """Attention each source token received over the whole summary (c after the last step, See eq 10)."""
     return details.attention.sum(axis=0)
 
 

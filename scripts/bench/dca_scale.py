@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """How dca_lstm and pgn_lstm scale with the document length: time and peak memory per training step and per
-decoded summary, for 400, 800, 1,600 and 3,000-token inputs (issue 12's scale table).
+decoded summary, for 400, 800, 1,600 and 3,000-token inputs (the DCA scale table).
 
 Documents: real CNN/DM articles from ../shared/data/cnndm_see2017/part_a.jsonl.gz (research use only: read here
 at run time, never copied), concatenated into long documents and cut to each length: document i (i = 0..7) is

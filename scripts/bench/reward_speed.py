@@ -15,7 +15,7 @@
    one with the ML criterion (focal_copy_coverage) and one with self_critical_rouge, taking turns, and times
    forward + backward + Adam step; the RL update is split into its phases (the shared encoder pass, decoding
    y^s and y^g, the reward, the ML forward pass, the sample's teacher-forced forward pass, and backward + step).
-   The RL/ML ratio is reported against issue 21's target, at most RL_TARGET (2).  --score-in-sampling-too
+   The RL/ML ratio is reported against its target, at most RL_TARGET (2).  --score-in-sampling-too
    also times, taking turns with the other two, RL updates with --rl-score-in-sampling (y^s scored with
    gradient in the steps that sample it: its forward pass is then part of ``decode``).  Start from an ML
    checkpoint (--checkpoint) for realistic sample lengths: a fresh model samples up to --rl-max-len-b tokens.
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PAD, EOS, UNK = 1, 2, 3
-RL_TARGET = 2.0  # issue 21 (issue 11 asked 3): one self_critical_rouge update costs at most 2 x one ML update
+RL_TARGET = 2.0  # one self_critical_rouge update costs at most 2 x one ML update
 
 
 # ---------------------------------------------------------------------------------------------------- reward
@@ -358,8 +358,8 @@ def print_updates(result: dict) -> None:
 
 
 def target_text(ratio: float) -> str:
-    """Issue 21's target for an RL/ML ratio, met or missed."""
-    return f"target <= {RL_TARGET:g}, issue 21: {'met' if ratio <= RL_TARGET else 'MISSED'}"
+    """The target for an RL/ML ratio, met or missed."""
+    return f"target <= {RL_TARGET:g}: {'met' if ratio <= RL_TARGET else 'MISSED'}"
 
 
 def main(argv=None):

@@ -137,7 +137,7 @@ def report(args, documents, offline_sh, hub, levels, load_before, load_after) ->
         lat = level["latencies"]
         lines.append(f"| summ-serve, concurrency {c} | {n / level['wall']:.2f} | {percentile(lat, 50):.3f} | "
                      f"{percentile(lat, 95):.3f} | {percentile(lat, 99):.3f} |")
-    lines += ["", "Targets (issue 22):"]
+    lines += ["", "Targets:"]
     if 16 in levels:
         ratio = n / levels[16]["wall"] / offline_rate
         lines.append(f"- concurrency 16: {ratio:.2f}x the offline hub's documents/s (target at least 0.7x): "

@@ -41,33 +41,33 @@ toolkit runs with no data-loader worker process.  On a GPU this is host memory o
 presets' own sizes), each with its analytic FLOP count:
   * ``pgn_lstm_a512``: pgn_lstm with See et al.'s attention size 2 x 256 (reported, no target);
   * ``pgn_lstm_paulus2017``: Paulus et al.'s options (intra-temporal and intra-decoder attention, readout
-    [h; c^e; c^d], tied output matrix, copy, no coverage, no input feeding).  Issue 10's target: its training
-    words/s at least 0.8 x pgn_lstm's (copy + coverage);
+    [h; c^e; c^d], tied output matrix, copy, no coverage, no input feeding).  Target: its training words/s at
+    least 0.8 x pgn_lstm's (copy + coverage);
   * ``dca_lstm``: deep communicating agents, M = 3 agents split at the sentence ends (the default
     --agent-boundaries: the full-width stops of the LCSTS characters), K = 2 contextual layers, agent states
     and decoder 256, trained with semantic_cohesion (lambda 0.1).  Its ratio to pgn_lstm is printed without a
-    target (issue 12's speed target is the scale table of dca_scale.py).
+    target (its speed target is the scale table of dca_scale.py).
 --models A,B runs exactly these fairseq rows instead (pgn_lstm, the reference of every ratio, is best kept);
 ``pgn_lstm_modules`` is pgn_lstm with --no-fused-steps (its decoder module by module, modules/fused_steps.py's
 "before").
 
---rl adds the RL row (issue 11), measured after the other rows and in this process: one self_critical_rouge
+--rl adds the RL row, measured after the other rows and in this process: one self_critical_rouge
 update against one ML update of pgn_lstm (focal_copy_coverage with alpha 1, gamma 0: See et al.'s NLL +
 coverage), the same model from the pgn_lstm row's checkpoint_last.pt (or --rl-checkpoint) on the same first
 --rl-batches training batches, taking turns batch by batch, --repeats timed rounds after a warm-up round
 (scripts/bench/reward_speed.py's ``compare_update_speed``).  It prints summaries/s and updates/s of both, where an
 RL update's time goes (decoding y^s and y^g, the reward, the ML and the sample's forward passes, backward + Adam
-step) and issue 21's target: an RL update costs at most 2 x an ML update.  RL samples are at most --max-len-b
+step) and the target: an RL update costs at most 2 x an ML update.  RL samples are at most --max-len-b
 tokens; a checkpoint of a few dozen updates samples longer summaries than a trained one, so --rl-checkpoint with
 a trained model gives the realistic figure.  It is a flag of its own, not part of --all-models: it is no model
 row (in-process, another measurement, other columns), runs on the CPU only, and needs pgn_lstm's checkpoint.
 
---quantize int8 adds the int8 rows (issue 22), measured after the other rows: pgn_lstm's checkpoint (the
+--quantize int8 adds the int8 rows, measured after the other rows: pgn_lstm's checkpoint (the
 pgn_lstm row's checkpoint_last.pt, or --quantize-checkpoint, e.g. a model trained with configs/lcsts_char.conf on
 the --data-bin it was trained on) decodes the same sentences with fp32 and with ``generate.sh --quantize int8``'s
 command (``python -m fairseq_plugins.cli.quantize int8 fairseq-generate``), taking turns, --repeats rounds, the same
 beam, lengths, batch size and threads, on the CPU.  It prints both sentences/s (medians), their ratio against
-issue 22's target (int8 at least 1.4 x fp32), the share of identical hypotheses and both peak memories.  With
+the target (int8 at least 1.4 x fp32), the share of identical hypotheses and both peak memories.  With
 --quantize-checkpoint, ``--models none`` skips the training rows.  ROUGE of both: ``generate.sh --score`` and
 ``generate.sh --score --quantize int8`` (docs/results/quantize_int8.md).
 
@@ -96,7 +96,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from flops import DCA_AGENTS, DCA_LAYERS, batch_count, dataset_lengths, model_flops  # noqa: E402
 from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
 from peers import onmt  # noqa: E402
-from reward_speed import RL_TARGET  # noqa: E402  (issue 21: an RL update costs at most 2 x an ML update)
+from reward_speed import RL_TARGET  # noqa: E402  (an RL update costs at most 2 x an ML update)
 
 ROOT = Path(__file__).resolve().parents[2]
 LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
@@ -111,12 +111,12 @@ MODELS = {
     "pgn_lstm_modules": ["--arch", "pgn_lstm", "--no-fused-steps", "--criterion", "focal_copy_coverage"],
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
-    # Paulus et al. (issue 10): the preset's options (intra-temporal and intra-decoder attention, readout
+    # Paulus et al.: the preset's options (intra-temporal and intra-decoder attention, readout
     # [h; c^e; c^d], tied output matrix, copy, no coverage, no input feeding) at SIZES, which override the
     # preset's sizes; the same criterion as pgn_lstm, whose coverage term is 0 without coverage
     "pgn_lstm_paulus2017": ["--arch", "pgn_lstm_paulus2017", "--criterion", "focal_copy_coverage",
                             "--coverage-lambda", "0"],
-    # Celikyilmaz et al. (issue 12): M agents split at sentence ends (the default --agent-boundaries, which hold
+    # Celikyilmaz et al.: M agents split at sentence ends (the default --agent-boundaries, which hold
     # the full-width stops of the LCSTS characters), K contextual layers, agent states 256 (SIZES' encoder
     # hidden size), with its own criterion (configs/dca_cnndm.conf's lambda)
     "dca_lstm": ["--arch", "dca_lstm", "--num-agents", str(DCA_AGENTS), "--contextual-layers", str(DCA_LAYERS),
@@ -128,8 +128,8 @@ TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
 ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_a512", "pgn_lstm_paulus2017",
              "dca_lstm")
-PAULUS_TARGET = 0.8  # issue 10: training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
-QUANTIZE_TARGET = 1.4  # issue 22: beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
+PAULUS_TARGET = 0.8  # training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
+QUANTIZE_TARGET = 1.4  # beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
 RL_ML_ARGS = ["--focal-alpha", "1", "--focal-gamma", "0"]
 LENGTHS = {"fixed": "fixed length", "own": "the models' own lengths"}
@@ -412,7 +412,7 @@ def median_decode(runs: list) -> dict:
 
 
 def quantize_lines(quantized: dict, args, split: str, sentences: int) -> list:
-    """The int8 rows of the report: per length mode, fp32 and int8 side by side, and issue 22's target."""
+    """The int8 rows of the report: per length mode, fp32 and int8 side by side, and the int8 target."""
     scheme = quantized["scheme"]
     lines = ["", f"int8 decoder (--quantize {scheme}): {quantized['checkpoint']}, the first {sentences} sentences of "
                  f"{split}, beam {args.beam}, --max-len-b {args.max_len_b}, --batch-size {args.batch_size}, on the "
@@ -490,7 +490,7 @@ def size_lines(results: dict, args) -> list:
 
 
 def rl_lines(rl: dict) -> list:
-    """The RL row (issue 11): an RL update against an ML update of pgn_lstm, from compare_update_speed's dict."""
+    """The RL row: an RL update against an ML update of pgn_lstm, from compare_update_speed's dict."""
     lines = ["", f"RL (--rl): pgn_lstm from {rl['checkpoint']}, self_critical_rouge (--rl-max-len-b "
                  f"{rl['max_len_b']}) against its ML criterion focal_copy_coverage ({' '.join(RL_ML_ARGS)}), the "
                  f"same first {rl['batches']} training batches x {rl['rounds']} round(s) after a warm-up round, "
@@ -592,9 +592,9 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
 
 
 def targets(results: dict, args, rl: dict = None) -> list:
-    """The ratio lines: issue 14's targets (against OpenNMT-py and the hardware), issue 9's (blocking), the
-    first throughput targets (against fairseq's lstm), issue 10's (Paulus et al.'s options), dca_lstm's ratio
-    (issue 12 sets no speed target for it here: its scale target is dca_scale.py's) and issue 11's (RL)."""
+    """The ratio lines: the targets against OpenNMT-py and the hardware, of n-gram blocking, against
+    fairseq's lstm, of Paulus et al.'s options, dca_lstm's ratio (no speed target here: its scale target is
+    dca_scale.py's) and the RL update's."""
     lines = []
     if rl:
         lines.append(ratio_line(f"ratio self_critical_rouge / ML update of {REFERENCE}, seconds per update",
@@ -715,7 +715,7 @@ def parse_args(argv=None):
                         help="--rl: start from this pgn_lstm checkpoint (trained at the benchmark's sizes on the same "
                              "data) instead of the pgn_lstm row's checkpoint_last.pt")
     parser.add_argument("--quantize", choices=["int8"],
-                        help="also the int8 rows: pgn_lstm's checkpoint decoded in fp32 and int8 in turns (issue 22)")
+                        help="also the int8 rows: pgn_lstm's checkpoint decoded in fp32 and int8 in turns")
     parser.add_argument("--quantize-checkpoint", type=Path,
                         help="--quantize: decode this pgn_lstm checkpoint (trained on the data given by --data-bin) "
                              "instead of the pgn_lstm row's checkpoint_last.pt")

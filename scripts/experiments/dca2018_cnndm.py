@@ -27,7 +27,7 @@ The rows (the poster's, DCA_AND_PAULUS.md; the label's number is the poster's ro
   6 rl                    row 5 fine-tuned with self_critical_cohesion for --rl-updates updates
   ref pgn_coverage        pgn_lstm with coverage (See et al.), NLL + coverage loss
 and LEAD-3.  The three readings of row 2 are the measurement that chose semantic_cohesion's default reading.
-``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks before and after issue 20's fix)
+``--controls`` adds row 5 with the old semantic_cohesion (the cohesion checks of the earlier form and scale)
 and a one-agent dca_lstm (against row 2: does the multi-agent code reduce to a single agent?), fairseq's own
 ``lstm`` at the same budget (configs/cnndm_lstm.conf: the trivial baseline every row must beat), and four controls
 of row 6, each from row 5 for --rl-updates updates at row 6's learning rate (RL_CONTROLS): row 5 continued with
@@ -71,7 +71,7 @@ ROWS = [  # (label, config, extra options)
     ("5:agents_comm_caa", "dca_lstm_cnndm_small", ""),
     ("ref:pgn_coverage", "cnndm_small", SIZES),
 ]
-# Run with --controls (or named in --only): the old semantic_cohesion (before issue 20: raw cosine, "after" the
+# Run with --controls (or named in --only): the earlier semantic_cohesion (raw cosine, "after" the
 # delimiter without <q>, lambda 0.1 on the per-token mean ~ 6 in the paper's form), for the cohesion checks before
 # and after the fix; one agent of dca_lstm (does it equal row 2?); fairseq's lstm, the baseline every row must beat.
 CONTROLS = [
