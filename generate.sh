@@ -19,7 +19,7 @@
 #   --no-detok      write the summaries as ROUGE scores them: the model's tokens (copied words restored)
 #                   separated by spaces, not detokenized English ("the model ( a gru )" for "the model (a gru)")
 #   --quantize int8 decode on the CPU with the decoder's recurrent cells, readout and output layer in int8
-#                   (dynamic quantisation, fairseq_plugins/inference/quantize.py; off by default: see README, "Decoding")
+#                   (dynamic quantisation, fairseq_plugins/inference/quantize.py; off by default: docs/decoding.md)
 #   --verbose       fairseq's messages (config dump, hydra notices, warnings) on stderr instead of a log file
 #   -c, --force-config and the options above go anywhere before DATA_DIR.
 # The model's own GEN_ARGS (recorded in SAVE_DIR/config.json when it was trained) set beam, lengths, blocking;

@@ -194,7 +194,7 @@ def test_paper_presets_train_on_cuda_through_fairseq_train(data, tmp_path, arch,
 @pytest.mark.parametrize("precision", [[], ["--fp16"], ["--amp"], ["--bf16-autocast"]],
                          ids=["fp32", "fp16", "amp", "bf16_autocast"])
 def test_self_critical_fine_tuning_trains_on_cuda_through_train_sh(data, trained, tmp_path, precision):
-    """The RL config from an ML checkpoint, as the README says, in each precision (it crashed in cuDNN's
+    """The RL config from an ML checkpoint, as docs/training.md says, in each precision (it crashed in cuDNN's
     backward when the criterion switched dropout off with model.eval())."""
     result = run(["./train.sh", "-c", "scitldr_small_rl", data, tmp_path / "rl", "--finetune-from-model",
                   trained / "checkpoint_last.pt", "--max-update", "4", "--log-interval", "1",
