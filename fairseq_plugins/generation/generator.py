@@ -11,7 +11,7 @@ generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same opti
                              ``-ignore_when_blocking``), e.g. ". , \\""; ``<unk>`` is always ignored
     --coverage-penalty BETA  cp = BETA * sum_i log(min(sum_t a_i^t, 1.0)) added to each finished
                              hypothesis's score (Wu et al. 2016, "Google's Neural Machine Translation System",
-                             eq 14; OpenNMT-py ``-coverage_penalty wu -beta BETA``)
+                             Wu eq 14; OpenNMT-py ``-coverage_penalty wu -beta BETA``)
 
 An empty document (an empty or blank input line, whose source is ``</s>`` alone) gets an empty summary (and a line
 in the log at INFO level), never text the model invents from nothing.
@@ -108,7 +108,7 @@ def add_coverage_penalty(hypos: List[Dict[str, Tensor]], source_length: int, bet
 
 
 def coverage_penalty(attention: Tensor, source_length: int, beta: float) -> Tensor:
-    """beta * sum_i log(min(sum_t a_i^t, 1)) over the source's real positions (Wu et al. 2016, eq 14).
+    """beta * sum_i log(min(sum_t a_i^t, 1)) over the source's real positions (Wu et al. 2016, Wu eq 14).
 
     attention: S x T, S >= source_length.  Which S positions are real depends on the model: pgn_lstm (and
     fairseq's lstm) attend in right-padded order, a transformer in the dataset's left-padded order; the real

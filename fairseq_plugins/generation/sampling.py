@@ -5,7 +5,7 @@ fairseq model with an encoder and a ``FairseqIncrementalDecoder``):
     encoder_out = model.encoder(src_tokens, src_lengths)                           (once)
     net_output  = model.decoder(prev_tokens, encoder_out, incremental_state=state)   (one step at a time)
     P_t         = model.get_normalized_probs(net_output, log_probs=False)           (the model's final P(w))
-For a pointer model P_t is the distribution over the extended vocabulary (eq 9 of See et al.), so a sampled
+For a pointer model P_t is the distribution over the extended vocabulary (See eq 9), so a sampled
 id at or above the first OOV marker is a copy of a source word of that document; it is fed back as its id,
 and the model reads it as ``<unk>`` itself, as in beam search and teacher forcing.
 

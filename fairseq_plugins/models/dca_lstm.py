@@ -16,7 +16,8 @@ agents empty: they are masked out of the messages and of the agent attention.
 Encoder (modules/agent_encoder.py), all agents as one batch of B*M sequences:
     h^(1)   = W1 BiLSTM(e)                                local layer, directions projected to H [U]
     z^(k)_a = mean_{m != a} h^(k)_{m, I_m}                 message: the OTHER agents' last states
-    h^(k+1) = W2 BiLSTM(tanh(W3 h^(k) + W4 z^(k)))        eq 7 without v1 (``--message-v1``: v1 an H x H matrix)
+    h^(k+1) = W2 BiLSTM(tanh(W3 h^(k) + W4 z^(k)))        Celikyilmaz eq 7 without v1 (``--message-v1``: v1 an
+                                                          H x H matrix)
 ``--contextual-layers K`` (paper: 2), ``--no-communication`` (z = 0: the paper's ablation).
 
 Decoder (modules/agent_attention.py), one LSTM layer:
@@ -26,15 +27,17 @@ Decoder (modules/agent_attention.py), one LSTM layer:
                                                          agent's final top-layer cells (both directions) [U];
                                                          ``zeros``: 0
     s_t     = LSTM(y_{t-1}, s_{t-1})                     no input feeding (the paper has none)
-    l_a^t, c_a^t                                          word attention inside each agent        (~eqs 8-9)
-    g^t, c*_t                                             agent attention, document context       (~eqs 10-11)
-    P_voc   = softmax(V'(V [s_t; c*_t] + b) + b')        (~eq 12; "MLP" read as See et al.'s two linear layers [U])
+    l_a^t, c_a^t                                          word attention inside each agent (~Celikyilmaz eqs 8-9)
+    g^t, c*_t                                             agent attention, document context (~Celikyilmaz eqs 10-11)
+    P_voc   = softmax(V'(V [s_t; c*_t] + b) + b')        (~Celikyilmaz eq 12; "MLP" read as See et al.'s two linear
+                                                          layers [U])
     P_voc   = softmax(V'(V [s_t; c*_t; c*_{t-1}] + b) + b'),  c*_0 = 0
-                                                          contextual agent attention              (~eq 13, form [U];
+                                                          contextual agent attention (~Celikyilmaz eq 13, form [U];
                                                           on by default, ``--no-contextual-agent-attention``)
-    p_a^t   = sigmoid(v5^T c_a^t + v6^T s_t + v7^T y_t + b)   one generation switch per agent      (~eq 14, form [U])
-    P^a(w)  = p_a^t P_voc(w) + (1 - p_a^t) sum_{i: x_{a,i} = w} l_{a,i}^t                          (~eq 15)
-    P(w)    = sum_a g_a^t P^a(w)                          over the document's extended vocabulary  (~eq 16)
+    p_a^t   = sigmoid(v5^T c_a^t + v6^T s_t + v7^T y_t + b)   one generation switch per agent (~Celikyilmaz eq 14,
+                                                              form [U])
+    P^a(w)  = p_a^t P_voc(w) + (1 - p_a^t) sum_{i: x_{a,i} = w} l_{a,i}^t            (~Celikyilmaz eq 15)
+    P(w)    = sum_a g_a^t P^a(w)                          over the document's extended vocabulary (~Celikyilmaz eq 16)
 The multi-agent pointer is modules/copy_mixture.py's ``merge_copy_sources`` read through
 ``ExtendedVocabularyOutput``'s ``copy_weights`` route; ``--no-copy`` gives P(w) = P_voc(w).  As in pgn_lstm,
 ``</s>`` (which fairseq appends to the source, in the last agent) is never copied: that agent's copy side is its
@@ -102,7 +105,7 @@ class DCAEncoder(FairseqEncoder):
         hidden_size: H (each BiLSTM direction, and the projected states).
         num_agents: M; contextual_layers: K.
         split: "sentences" or "tokens"; boundaries: 1-D ids of the sentence boundary tokens (sentences).
-        communicate: exchange messages; message_v1: eq 7's v1 as an H x H matrix.
+        communicate: exchange messages; message_v1: Celikyilmaz eq 7's v1 as an H x H matrix.
         num_regular: index of the first OOV marker (markers are embedded as ``<unk>``).
     """
 
@@ -163,9 +166,9 @@ class DCADecoder(StepStateDecoder):
         dictionary, embed_tokens: target dictionary (extended vocabulary) and embeddings.
         encoder_hidden: H, the size of an agent state.
         hidden_size: decoder LSTM size (when it differs from H, s_0 comes through a learned projection).
-        out_embed_dim: size of V's output (~eq 12); attention_dim: size inside both attentions' tanh.
-        copy: the multi-agent pointer (~eqs 14-16); False: P(w) = P_voc(w).
-        contextual_agent_attention: c*_{t-1} enters the output layer (~eq 13).
+        out_embed_dim: size of V's output (~Celikyilmaz eq 12); attention_dim: size inside both attentions' tanh.
+        copy: the multi-agent pointer (~Celikyilmaz eqs 14-16); False: P(w) = P_voc(w).
+        contextual_agent_attention: c*_{t-1} enters the output layer (~Celikyilmaz eq 13).
         init_cell: "agent" (projection of the first agent's final top-layer cells) or "zeros" [U].
         share_input_output_embed: V' is the regular part of the embedding matrix.
         num_regular: size of the regular vocabulary.
@@ -193,7 +196,7 @@ class DCADecoder(StepStateDecoder):
         self.word_attention = AgentWordAttention(encoder_hidden, hidden_size, attention_dim)
         self.agent_attention = AgentAttention(encoder_hidden, hidden_size, attention_dim)
         readout_inputs = hidden_size + encoder_hidden * (2 if contextual_agent_attention else 1)
-        self.pre_output = Linear(readout_inputs, out_embed_dim)  # V, b   (~eqs 12-13)
+        self.pre_output = Linear(readout_inputs, out_embed_dim)  # V, b   (~Celikyilmaz eqs 12-13)
         self.share_input_output_embed = share_input_output_embed
         if share_input_output_embed:
             if out_embed_dim != embed_dim:
@@ -232,8 +235,8 @@ class DCADecoder(StepStateDecoder):
         states, (hidden, cell) = self.lstm(inputs, initial)  # B x T x H_dec   (s_t)
         nonempty = encoder_out["agent_lengths"] > 0  # B x M
         word_attn, contexts = self.word_attention(state["keys"], encoder_out["agent_states"], states,
-                                                  encoder_out["agent_padding"], nonempty)  # (~eqs 8-9)
-        agent_attn, document = self.agent_attention(contexts, states, nonempty)  # (~eqs 10-11)
+                                                  encoder_out["agent_padding"], nonempty)  # (~Celikyilmaz eqs 8-9)
+        agent_attn, document = self.agent_attention(contexts, states, nonempty)  # (~Celikyilmaz eqs 10-11)
         previous = torch.cat([state["document"].unsqueeze(1), document[:, :-1]], dim=1)  # B x T x H   c*_{t-1}
         if incremental_state is not None:
             self.save_state(incremental_state, dict(state, hidden=hidden[0], cell=cell[0], document=document[:, -1]))
@@ -246,7 +249,7 @@ class DCADecoder(StepStateDecoder):
         states, agent_attn, word_attn = steps["states"], steps["agent_attn"], steps["word_attn"]
         readout = [states, steps["document"]] + ([steps["previous"]] if self.contextual_agent_attention else [])
         features = self.dropout_out(self.pre_output(torch.cat(readout, dim=2)))  # B x T x out_dim
-        logits = self.output_layer(features)  # B x T x V_reg   (~eqs 12-13, before the softmax)
+        logits = self.output_layer(features)  # B x T x V_reg   (~Celikyilmaz eqs 12-13, before the softmax)
         to_source = lambda values: agents_to_source(  # noqa: E731   B x T x M x S_a -> B x T x S
             values, encoder_out["flat_index"], encoder_out["padding_mask"])
         extra = {
@@ -259,9 +262,10 @@ class DCADecoder(StepStateDecoder):
         if self.copy:
             agents = agent_attn.size(2)
             expand = lambda x: x.unsqueeze(2).expand(-1, -1, agents, -1)  # noqa: E731   B x T x D -> B x T x M x D
-            p_agent = self.switch(steps["contexts"], expand(states), expand(steps["inputs"])).squeeze(3)  # (~eq 14)
+            # (~Celikyilmaz eq 14)
+            p_agent = self.switch(steps["contexts"], expand(states), expand(steps["inputs"])).squeeze(3)
             generate, copy, _ = merge_copy_sources(agent_attn, p_agent, word_attn, encoder_out["agent_tokens"],
-                                                   uncopyable=self.dictionary.eos())  # (~eqs 15-16)
+                                                   uncopyable=self.dictionary.eos())  # (~Celikyilmaz eqs 15-16)
             extra["p_gen"] = generate  # B x T x 1: sum_a g_a p_a, the weight of P_voc
             extra["agent_p_gen"] = p_agent  # B x T x M
             extra["copy_weights"] = to_source(copy.view(word_attn.shape))  # B x T x S

@@ -1,54 +1,55 @@
 """``global_gate_gru``: a GRU encoder-decoder with global encoding and a selective gate (Song & Zhao 2020).
 
 Encoder (equation numbers are the paper's):
-    h_i     = [->h_i; <-h_i], a bidirectional GRU over word embeddings          (eqs 1-4)
+    h_i     = [->h_i; <-h_i], a bidirectional GRU over word embeddings          (Song eqs 1-4)
     u_s     = one learned vector in R^{2 d_h}, shared by the whole training set (the "global encoding")
-    u_i     = tanh(W_s h_i + b_s)                                               (eq 5)
-    alpha_i = softmax_i(u_i^T u_s)                                              (eq 6)
-    D       = sum_i alpha_i h_i                                                 (eq 7)
-    g_i     = sigmoid(W_g [h_i; u_s; D] + b_g)                                  (eq 8)
-    h'_i    = g_i (.) h_i                                                       (eq 9)
+    u_i     = tanh(W_s h_i + b_s)                                               (Song eq 5)
+    alpha_i = softmax_i(u_i^T u_s)                                              (Song eq 6)
+    D       = sum_i alpha_i h_i                                                 (Song eq 7)
+    g_i     = sigmoid(W_g [h_i; u_s; D] + b_g)                                  (Song eq 8)
+    h'_i    = g_i (.) h_i                                                       (Song eq 9)
 Decoder, at each step t:
-    s_0     = tanh(W_d D + b_d)                                                 (eq 10)
-    s_t     = GRU([w_{t-1}; c_{t-1}], s_{t-1})      (c_0 = 0)                   (eq 11)
-    e_ti    = v_a^T tanh(W_a s_{t-1} + U_a h'_i + E_a u_s)                      (eq 18)
-    alpha_ti = softmax_i(e_ti)                                                  (eq 13)
-    c_t     = sum_i alpha_ti h'_i                                               (eq 14)
-    r_t     = W_r [w_{t-1}; c_t; s_t; u_s]                                      (eq 19)
-    m_t     = [max(r_{t,2j-1}, r_{t,2j})]_j                                     (eq 16; modules/maxout.py)
-    p(y_t)  = softmax(W_o m_t)                                                  (eq 17)
-``--attention-query current`` (ours) lets step t attend with s_t instead of s_{t-1}: s_t is computed first (eq 11),
-then alpha_t and c_t from it, as in Luong et al.'s concat attention, which the paper's text names as the attention
-it uses (its eq 12 writes s_{t-1}, which has not seen w_{t-1}; then eq 11's c_{t-1} is Luong's input feeding).
-The default, ``previous``, is eq 12/18 as printed.  In one run on LCSTS characters at CPU scale the current state
-reached 6.88 bits of validation loss at 1624 updates against 7.28 (docs/results/song2020_no_copy_controls.md).
+    s_0     = tanh(W_d D + b_d)                                                 (Song eq 10)
+    s_t     = GRU([w_{t-1}; c_{t-1}], s_{t-1})      (c_0 = 0)                   (Song eq 11)
+    e_ti    = v_a^T tanh(W_a s_{t-1} + U_a h'_i + E_a u_s)                      (Song eq 18)
+    alpha_ti = softmax_i(e_ti)                                                  (Song eq 13)
+    c_t     = sum_i alpha_ti h'_i                                               (Song eq 14)
+    r_t     = W_r [w_{t-1}; c_t; s_t; u_s]                                      (Song eq 19)
+    m_t     = [max(r_{t,2j-1}, r_{t,2j})]_j                                     (Song eq 16; modules/maxout.py)
+    p(y_t)  = softmax(W_o m_t)                                                  (Song eq 17)
+``--attention-query current`` (ours) lets step t attend with s_t instead of s_{t-1}: s_t is computed first
+(Song eq 11), then alpha_t and c_t from it, as in Luong et al.'s concat attention, which the paper's text names as
+the attention it uses (Song eq 12 writes s_{t-1}, which has not seen w_{t-1}; then Song eq 11's c_{t-1} is Luong's
+input feeding).  The default, ``previous``, is Song eq 12/18 as printed.  In one run on LCSTS characters at CPU
+scale the current state reached 6.88 bits of validation loss at 1624 updates against 7.28
+(docs/results/song2020_no_copy_controls.md).
 
-Eqs 5-9 are modules/selective_gate.py; the attention is modules/coverage_attention.py without coverage, with
+Song eqs 5-9 are modules/selective_gate.py; the attention is modules/coverage_attention.py without coverage, with
 ``E_a u_s`` added to the projected keys once per document (it does not depend on the step).  The u_s term of
-eq 19 is likewise computed once per document (``readout_global``) and broadcast over the steps.
+Song eq 19 is likewise computed once per document (``readout_global``) and broadcast over the steps.
 
 Ablations (the paper's Table 2 rows):
     --no-selective-gate   h'_i = h_i: no W_g, b_g.
     --no-global-encoding  no u_s, W_s, b_s, E_a, nor the u_s columns of W_r: the attention is
-                          e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i) (eq 12) and r_t = W_r [w_{t-1}; c_t; s_t]
-                          (eq 15); D is the mean of the h_i, so eq 10 still initialises the decoder, and the
-                          gate (if kept) reads [h_i; D].
+                          e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i) (Song eq 12) and r_t = W_r [w_{t-1}; c_t; s_t]
+                          (Song eq 15); D is the mean of the h_i, so Song eq 10 still initialises the decoder,
+                          and the gate (if kept) reads [h_i; D].
 With both flags the model is a plain attentional GRU encoder-decoder with a maxout readout.
 
-Note on u_s: it is a parameter, not a function of the input, so ``E_a u_s`` (eq 18), the u_s columns of W_r
-(eq 19) and of W_g (eq 8) each add a learned constant, the same for every document, i.e. act as biases (the
-attention's U_a already has one).  The input-dependent use of u_s is the query of the pooling of eq 6.
+Note on u_s: it is a parameter, not a function of the input, so ``E_a u_s`` (Song eq 18), the u_s columns of W_r
+(Song eq 19) and of W_g (Song eq 8) each add a learned constant, the same for every document, i.e. act as biases
+(the attention's U_a already has one).  The input-dependent use of u_s is the query of the pooling of Song eq 6.
 
-The paper has no copy switch: P(w) is eq 17 over the regular vocabulary.  Per-document OOV markers
+The paper has no copy switch: P(w) is Song eq 17 over the regular vocabulary.  Per-document OOV markers
 (fairseq_plugins/text/markers.py) are embedded as ``<unk>``; at generation their log-probability is -inf (the
 distribution is padded to the width of the dictionary, as beam search needs), and a marker in a training target
 is scored as ``<unk>`` (as ``pgn_lstm --no-copy`` does), by ``get_target_probs`` (used by ``focal_copy_coverage``,
 which then has no coverage loss and p_gen 1) and by ``get_targets`` (used by fairseq's ``cross_entropy``).
 
-``--copy`` (ours, not the paper's) adds See et al.'s pointer (their eqs 8-9, modules/copy_mixture.py):
-    p_gen   = sigmoid(w^T [c_t; s_t; w_{t-1}] + b)          (the readout's inputs, as See et al.'s eq 8)
-    P(w)    = p_gen p(y_t = w) + (1 - p_gen) sum_{i: x_i = w} alpha_ti      (eq 17 as P_vocab; See et al. eq 9)
-The attention reads the gated states h'_i (eq 14), so what is copied is what the selective gate let through.
+``--copy`` (ours, not the paper's) adds See et al.'s pointer (See eqs 8-9, modules/copy_mixture.py):
+    p_gen   = sigmoid(w^T [c_t; s_t; w_{t-1}] + b)          (the readout's inputs, as See eq 8)
+    P(w)    = p_gen p(y_t = w) + (1 - p_gen) sum_{i: x_i = w} alpha_ti      (Song eq 17 as P_vocab; See eq 9)
+The attention reads the gated states h'_i (Song eq 14), so what is copied is what the selective gate let through.
 OOV markers in the source become producible, as in ``pgn_lstm``; ``</s>`` is attended to but never copied.
 Chinese news summaries copy most of their characters (about 63% of LCSTS summary characters occur in the
 source).
@@ -88,7 +89,7 @@ from fairseq_plugins.text.markers import first_marker_index
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_POSITIONS = int(1e5)
-MAXOUT_POOL = 2  # eq 16: max over pairs
+MAXOUT_POOL = 2  # Song eq 16: max over pairs
 
 
 def reverse_within_lengths(lengths: Tensor, max_len: int) -> Tensor:
@@ -121,8 +122,8 @@ class GlobalGateEncoder(FairseqEncoder):
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
         self.dropout_in = nn.Dropout(dropout_in)
         self.dropout_out = nn.Dropout(dropout_out)
-        self.gru_forward = GRU(embed_tokens.embedding_dim, hidden_size)  # ->h   (eqs 1-2)
-        self.gru_backward = GRU(embed_tokens.embedding_dim, hidden_size)  # <-h   (eqs 3-4)
+        self.gru_forward = GRU(embed_tokens.embedding_dim, hidden_size)  # ->h   (Song eqs 1-2)
+        self.gru_backward = GRU(embed_tokens.embedding_dim, hidden_size)  # <-h   (Song eqs 3-4)
         self.output_units = 2 * hidden_size
         self.global_encoding = GlobalDocumentEncoding(self.output_units) if global_encoding else None
         self.gate = (
@@ -140,19 +141,19 @@ class GlobalGateEncoder(FairseqEncoder):
         reverse = reverse_within_lengths((~padding_mask).sum(dim=1), src_len).unsqueeze(2)  # B x S x 1
         backward_states, _ = self.gru_backward(x.gather(1, reverse.expand_as(x)))  # B x S x H   (reversed order)
         backward_states = backward_states.gather(1, reverse.expand_as(backward_states))  # B x S x H   (<-h_i)
-        states = torch.cat([forward_states, backward_states], dim=2)  # B x S x C   (h_i, eqs 1-4)
+        states = torch.cat([forward_states, backward_states], dim=2)  # B x S x C   (h_i, Song eqs 1-4)
         states = self.dropout_out(states.masked_fill(padding_mask.unsqueeze(2), 0.0))  # B x S x C
         mask = padding_mask if padding_mask.any() else None
         out = {"padding_mask": padding_mask, "src_tokens": src_tokens}
         if self.global_encoding is not None:
-            document, _ = self.global_encoding(states, mask)  # B x C   (D, eqs 5-7)
+            document, _ = self.global_encoding(states, mask)  # B x C   (D, Song eqs 5-7)
             global_vector = self.global_encoding.global_vector(bsz)  # B x C   (u_s)
             out["global"] = global_vector
         else:
             document = masked_mean(states, mask)  # B x C   (D as a plain mean: the ablation)
             global_vector = None
         if self.gate is not None:
-            states, _ = self.gate(states, document, global_vector)  # B x S x C   (h'_i, eqs 8-9)
+            states, _ = self.gate(states, document, global_vector)  # B x S x C   (h'_i, Song eqs 8-9)
         out["outputs"] = states  # B x S x C
         out["document"] = document  # B x C
         out[SOURCE_ROW] = source_rows(bsz, src_tokens.device)  # B
@@ -168,7 +169,7 @@ class GlobalGateEncoder(FairseqEncoder):
 class GlobalGateDecoder(StepStateDecoder):
     """GRU decoder with (global-encoding) additive attention and a maxout readout.
 
-    Returns the eq 17 logits B x T x V_reg and ``extra``: attn [B x T x S] (alpha_t), decoder_states B x T x H
+    Returns the Song eq 17 logits B x T x V_reg and ``extra``: attn [B x T x S] (alpha_t), decoder_states B x T x H
     (s_t) and, with ``copy``, src_tokens B x S and the switch p_gen, p_gen_logit (B x T x 1).  ``extended_output``
     turns them into P(w) over the extended vocabulary (without copy, markers get probability 0).
 
@@ -177,10 +178,10 @@ class GlobalGateDecoder(StepStateDecoder):
         embed_tokens: target embeddings (may be shared with the encoder).
         encoder_output_units: size C of an encoder state (2 x encoder hidden size).
         hidden_size: decoder GRU size.
-        out_embed_dim: size of m_t (eq 16); the readout r_t has twice as many units.
+        out_embed_dim: size of m_t (Song eq 16); the readout r_t has twice as many units.
         attention_dim: size inside the attention's tanh.
-        global_encoding: add E_a u_s (eq 18) and the u_s columns of W_r (eq 19).
-        share_input_output_embed: W_o of eq 17 is the (regular part of the) embedding matrix.
+        global_encoding: add E_a u_s (Song eq 18) and the u_s columns of W_r (Song eq 19).
+        share_input_output_embed: W_o of Song eq 17 is the (regular part of the) embedding matrix.
         num_regular: size of the regular vocabulary (index of the first OOV marker).
         copy: add the copy switch and mixture (see the module docstring).
     """
@@ -199,13 +200,13 @@ class GlobalGateDecoder(StepStateDecoder):
         self.global_encoding = global_encoding
         self.copy = copy
 
-        self.init_state = Linear(encoder_output_units, hidden_size)  # W_d, b_d   (eq 10)
-        self.cell = GRUCell(embed_dim + encoder_output_units, hidden_size)  # eq 11
-        # W_a (query_proj), U_a + bias (key_proj), v_a: eqs 18/12, 13, 14.
+        self.init_state = Linear(encoder_output_units, hidden_size)  # W_d, b_d   (Song eq 10)
+        self.cell = GRUCell(embed_dim + encoder_output_units, hidden_size)  # Song eq 11
+        # W_a (query_proj), U_a + bias (key_proj), v_a: Song eqs 18/12, 13, 14.
         self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim, coverage=False)
         if global_encoding:
-            self.global_key_proj = Linear(encoder_output_units, attention_dim, bias=False)  # E_a   (eq 18)
-        # W_r of eq 19 split by input: [w_{t-1}; c_t; s_t] (changes every step) and u_s (constant).
+            self.global_key_proj = Linear(encoder_output_units, attention_dim, bias=False)  # E_a   (Song eq 18)
+        # W_r of Song eq 19 split by input: [w_{t-1}; c_t; s_t] (changes every step) and u_s (constant).
         self.readout = Linear(embed_dim + encoder_output_units + hidden_size, MAXOUT_POOL * out_embed_dim)
         if global_encoding:
             self.readout_global = Linear(encoder_output_units, MAXOUT_POOL * out_embed_dim, bias=False)
@@ -214,7 +215,7 @@ class GlobalGateDecoder(StepStateDecoder):
         if share_input_output_embed:
             assert out_embed_dim == embed_dim, "--share-decoder-input-output-embed needs out_embed_dim == embed_dim"
         else:
-            self.output_projection = Linear(out_embed_dim, self.num_regular)  # W_o   (eq 17)
+            self.output_projection = Linear(out_embed_dim, self.num_regular)  # W_o   (Song eq 17)
         if copy:
             self.switch = GenerationSwitch([encoder_output_units, hidden_size, embed_dim])  # p_gen from [c; s; w]
         self.extended_output = ExtendedVocabularyOutput(
@@ -225,9 +226,9 @@ class GlobalGateDecoder(StepStateDecoder):
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         values = encoder_out["outputs"]  # B x S x C
         offset = self.global_key_proj(encoder_out["global"]) if self.global_encoding else None  # B x A   (E_a u_s)
-        keys = self.attention.project_keys(values, offset)  # B x S x A   (U_a h'_i + b [+ E_a u_s, eq 18])
+        keys = self.attention.project_keys(values, offset)  # B x S x A   (U_a h'_i + b [+ E_a u_s, Song eq 18])
         return {
-            "hidden": torch.tanh(self.init_state(encoder_out["document"])),  # B x H   (s_0, eq 10)
+            "hidden": torch.tanh(self.init_state(encoder_out["document"])),  # B x H   (s_0, Song eq 10)
             "context": values.new_zeros(values.size(0), values.size(2)),  # B x C   (c_0 = 0)
             "keys": keys,  # B x S x A
             SOURCE_ROW: encoder_out[SOURCE_ROW],  # B   (which source each row's keys come from)
@@ -245,13 +246,13 @@ class GlobalGateDecoder(StepStateDecoder):
         steps = {"states": [], "contexts": [], "attn": []}
         for t in range(prev_output_tokens.size(1)):
             if self.query_is_current:  # s_t first, then its attention (Luong's order)
-                hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, eq 11)
+                hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, Song eq 11)
                 attn, context = self.attention(state["keys"], values, hidden, None, padding_mask)  # B x S, B x C
-            else:  # eq 12/18 as printed: the attention reads s_{t-1}, the GRU reads c_{t-1}
+            else:  # Song eq 12/18 as printed: the attention reads s_{t-1}, the GRU reads c_{t-1}
                 attn, new_context = self.attention(
                     state["keys"], values, hidden, None, padding_mask
-                )  # B x S, B x C   (alpha_t, c_t: eqs 18 or 12, 13, 14)
-                hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, eq 11)
+                )  # B x S, B x C   (alpha_t, c_t: Song eqs 18 or 12, 13, 14)
+                hidden = self.cell(torch.cat([embedded[:, t], context], dim=1), hidden)  # B x H   (s_t, Song eq 11)
                 context = new_context  # B x C
             for key, value in zip(steps, (hidden, context, attn)):
                 steps[key].append(value)
@@ -264,16 +265,17 @@ class GlobalGateDecoder(StepStateDecoder):
     # ------------------------------------------------------------------ output part (outside the loop)
     def forward(self, prev_output_tokens, encoder_out, incremental_state=None, **unused):
         embedded, states, contexts, attn = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        readout = self.readout(torch.cat([embedded, contexts, states], dim=2))  # B x T x 2M   (eq 19 / eq 15)
+        readout = self.readout(torch.cat([embedded, contexts, states], dim=2))  # B x T x 2M   (Song eq 19 / Song eq 15)
         if self.global_encoding:
-            readout = readout + self.readout_global(encoder_out["global"]).unsqueeze(1)  # B x T x 2M   (+ u_s, eq 19)
-        features = self.dropout_out(self.maxout(readout))  # B x T x M   (m_t, eq 16)
-        logits = self.output_layer(features)  # B x T x V_reg   (eq 17, before the softmax)
+            # B x T x 2M   (+ u_s, Song eq 19)
+            readout = readout + self.readout_global(encoder_out["global"]).unsqueeze(1)
+        features = self.dropout_out(self.maxout(readout))  # B x T x M   (m_t, Song eq 16)
+        logits = self.output_layer(features)  # B x T x V_reg   (Song eq 17, before the softmax)
         extra = {"attn": [attn], "decoder_states": states}
         if self.copy:
             extra["src_tokens"] = encoder_out["src_tokens"]  # B x S
             extra["p_gen_logit"] = self.switch.logit(contexts, states, embedded)  # B x T x 1
-            extra["p_gen"] = torch.sigmoid(extra["p_gen_logit"])  # B x T x 1   (See et al. eq 8)
+            extra["p_gen"] = torch.sigmoid(extra["p_gen_logit"])  # B x T x 1   (See eq 8)
         return logits, extra
 
     def output_layer(self, features: Tensor) -> Tensor:
@@ -360,7 +362,7 @@ def base_architecture(args):
     args.no_selective_gate = getattr(args, "no_selective_gate", False)
     args.no_global_encoding = getattr(args, "no_global_encoding", False)
     args.copy = getattr(args, "copy", False)
-    args.attention_query = getattr(args, "attention_query", None) or "previous"  # eq 12; older checkpoints too
+    args.attention_query = getattr(args, "attention_query", None) or "previous"  # Song eq 12; older checkpoints too
     common_defaults(args)
 
 

@@ -4,22 +4,22 @@ Encoder: a bidirectional LSTM over word embeddings; its final states are reduced
 Decoder, at each step t (equation numbers are the paper's):
     x_t    = W_x [y_{t-1}; h*_{t-1}] + b_x                    input feeding (the reference code's decoder input)
     s_t    = LSTM(x_t, s_{t-1})
-    a^t    = attention(h, s_t, c^t)                          (eqs 1/11, 2; modules/coverage_attention.py)
-    h*_t   = sum_i a_i^t h_i                                  (eq 3)
-    P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')             (eq 4)
-    p_gen  = sigmoid(w_h*^T h*_t + w_s^T s_t + w_x^T x_t + b)  (eq 8; modules/copy_mixture.py)
-    P(w)   = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t   (eq 9)
-    c^{t+1} = c^t + a^t                                       (eq 10)
-``--no-copy`` gives P(w) = P_vocab(w) (eq 5) and ``--no-coverage`` drops the coverage term, so the plain
+    a^t    = attention(h, s_t, c^t)                          (See eqs 1/11, 2; modules/coverage_attention.py)
+    h*_t   = sum_i a_i^t h_i                                  (See eq 3)
+    P_vocab = softmax(V'(V [s_t; h*_t] + b) + b')             (See eq 4)
+    p_gen  = sigmoid(w_h*^T h*_t + w_s^T s_t + w_x^T x_t + b)  (See eq 8; modules/copy_mixture.py)
+    P(w)   = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t   (See eq 9)
+    c^{t+1} = c^t + a^t                                       (See eq 10)
+``--no-copy`` gives P(w) = P_vocab(w) (See eq 5) and ``--no-coverage`` drops the coverage term, so the plain
 attentional baseline of the paper is the same code with two flags.  ``--no-coverage-attention`` keeps c^t
-(accumulated as eq 10 and exposed for the coverage loss) but leaves the w_c c_i^t term out of the attention,
-eq 1 instead of eq 11: Shi et al. (2018) attend without coverage (their eq 4) while their loss has the coverage
-term (eqs 12-13); ``pgn_lstm_shi2018`` does so, ``--coverage-attention`` puts the term back.
+(accumulated as See eq 10 and exposed for the coverage loss) but leaves the w_c c_i^t term out of the attention,
+See eq 1 instead of See eq 11: Shi et al. (2018) attend without coverage (Shi eq 4) while their loss has the coverage
+term (Shi eqs 12-13); ``pgn_lstm_shi2018`` does so, ``--coverage-attention`` puts the term back.
 
 The ``</s>`` that fairseq appends to every source is attended to but never copied (modules/copy_mixture.py):
 See et al.'s sources have no stop token to copy.
 
-Shi et al.'s normalization of the embeddings (``--embed-norm``, their eq 14) cites Ioffe & Szegedy's batch
+Shi et al.'s normalization of the embeddings (``--embed-norm``, Shi eq 14) cites Ioffe & Szegedy's batch
 normalization; it is layer normalization here, see modules/factories.py ``EmbeddingNorm`` for why.
 
 Coverage as a second training phase (See et al. section 5: coverage added to a model trained without it): a
@@ -28,17 +28,17 @@ keeping its fresh initialisation (zero: the attention starts as it was); ``confi
 
 Paulus, Xiong & Socher (2017), "A Deep Reinforced Model for Abstractive Summarization", as options (all on in
 ``pgn_lstm_paulus2017``), with h^e_i the encoder states and h^d_t the decoder states s_t:
-    e_ti = h^d_t^T W^e_attn h^e_i, temporally normalised            (eqs 1-5; --intra-temporal-attention,
-                                                                      modules/temporal_attention.py)
-    c^d_t = sum_{t'<t} softmax_t'(h^d_t^T W^d_attn h^d_t') h^d_t'   (eqs 6-8; --intra-decoder-attention,
-                                                                      modules/intra_decoder_attention.py)
-    p(y_t | u_t = 0) = softmax(W_out [h^d_t; c^e_t; c^d_t] + b_out)  (eq 9; --decoder-readout paulus,
-                                                                      modules/readouts.py)
-    p(y_t = x_i | u_t = 1) = a^e_ti                                   (eq 10: the temporal attention is copied)
-    p(u_t = 1) = sigmoid(W_u [h^d_t; c^e_t; c^d_t] + b_u)             (eq 11: COPY; p_gen = 1 - p(u_t = 1))
-    P(y_t) = eq 12, the copy mixture above (eq 9 of See et al.)
-    W_out = tanh(W_emb W_proj)                                        (eq 13; --shared-output-projection,
-                                                                      modules/shared_projection.py)
+    e_ti = h^d_t^T W^e_attn h^e_i, temporally normalised            (Paulus eqs 1-5; --intra-temporal-attention,
+                                                                             modules/temporal_attention.py)
+    c^d_t = sum_{t'<t} softmax_t'(h^d_t^T W^d_attn h^d_t') h^d_t'   (Paulus eqs 6-8; --intra-decoder-attention,
+                                                                             modules/intra_decoder_attention.py)
+    p(y_t | u_t = 0) = softmax(W_out [h^d_t; c^e_t; c^d_t] + b_out)  (Paulus eq 9; --decoder-readout paulus,
+                                                                             modules/readouts.py)
+    p(y_t = x_i | u_t = 1) = a^e_ti                                   (Paulus eq 10: the temporal attention is copied)
+    p(u_t = 1) = sigmoid(W_u [h^d_t; c^e_t; c^d_t] + b_u)             (Paulus eq 11: COPY; p_gen = 1 - p(u_t = 1))
+    P(y_t) = Paulus eq 12, the copy mixture above (See eq 9)
+    W_out = tanh(W_emb W_proj)                                        (Paulus eq 13; --shared-output-projection,
+                                                                             modules/shared_projection.py)
 The decoder reads only the previous word's embedding (the Paulus readout feeds nothing back), so the decoder LSTM
 runs over all steps in one call and both Paulus attentions over all steps at once in training; incremental
 decoding runs one step of each (the same numbers).  The options combine with the others: the temporal attention
@@ -52,7 +52,7 @@ With input feeding, only the recurrent part (LSTM cell, attention, context) runs
 projections that do not feed back (P_vocab, p_gen) run once over all steps afterwards.
 
 The decoder's first output is the P_vocab *logits* over the regular vocabulary; ``get_normalized_probs`` turns
-them, with the attention and p_gen kept in the second output, into eq 9 over the extended vocabulary (regular
+them, with the attention and p_gen kept in the second output, into See eq 9 over the extended vocabulary (regular
 words + per-document OOV markers, see fairseq_plugins/text/markers.py).  Marker ids are embedded as ``<unk>``.
 """
 import contextlib
@@ -173,7 +173,7 @@ class PGNDecoder(StepStateDecoder):
 
     Returns the P_vocab logits B x T x V_reg and ``extra``: attn [B x T x S] (a^t), src_tokens B x S (right-padded),
     decoder_states B x T x H (s_t of the top LSTM layer), coverage B x T x S (c^t before step t; with coverage)
-    and p_gen, p_gen_logit B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (eq 9 or eq 5).
+    and p_gen, p_gen_logit B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (See eq 9 or See eq 5).
 
     Two ways to run the steps, with the same results:
       * a loop over the steps with LSTM cells, when the readout feeds something back (See, Luong): the next
@@ -187,19 +187,19 @@ class PGNDecoder(StepStateDecoder):
         embed_tokens: target embeddings (may be shared with the encoder).
         encoder_output_units: size of an encoder state (2 x encoder hidden size).
         hidden_size: decoder LSTM size; num_layers: stacked LSTM layers (attention reads the top one).
-        out_embed_dim: size of V's output in eq 4 (See readout).
+        out_embed_dim: size of V's output in See eq 4 (See readout).
         attention_dim: size inside the additive attention's tanh.
-        readout: "see" (See et al. eqs 4, 8), "luong" (Shi et al. eqs 3, 7, 9) or "paulus" (Paulus et al.
-            eqs 9, 11): modules/readouts.py.
-        embed_norm: normalize the embeddings before the LSTM (Shi et al. eq 14).
-        copy: produce eq 9 (pointer-generator) instead of eq 5.
-        coverage: accumulate the coverage c^t (eq 10) and expose it for the coverage loss.
-        coverage_attention: with coverage, attend with it (eq 11); without, eq 1.
-        intra_temporal: Paulus et al.'s intra-temporal attention (eqs 1-5) instead of the additive one.
-        intra_decoder: Paulus et al.'s intra-decoder attention (eqs 6-8); its context c^d_t follows the encoder
+        readout: "see" (See eqs 4, 8), "luong" (Shi eqs 3, 7, 9) or "paulus" (Paulus eqs 9, 11):
+            modules/readouts.py.
+        embed_norm: normalize the embeddings before the LSTM (Shi eq 14).
+        copy: produce See eq 9 (pointer-generator) instead of See eq 5.
+        coverage: accumulate the coverage c^t (See eq 10) and expose it for the coverage loss.
+        coverage_attention: with coverage, attend with it (See eq 11); without, See eq 1.
+        intra_temporal: Paulus et al.'s intra-temporal attention (Paulus eqs 1-5) instead of the additive one.
+        intra_decoder: Paulus et al.'s intra-decoder attention (Paulus eqs 6-8); its context c^d_t follows the encoder
             context wherever the readout reads one.
-        share_input_output_embed: V' of eq 4 is the (regular part of the) embedding matrix.
-        shared_output_projection: the output matrix is tanh(W_emb W_proj) (Paulus et al. eq 13).
+        share_input_output_embed: V' of See eq 4 is the (regular part of the) embedding matrix.
+        shared_output_projection: the output matrix is tanh(W_emb W_proj) (Paulus eq 13).
         own_prediction_prob: in training, the probability of reading the model's own previous prediction instead
             of the reference word (Paulus et al. section 6.1; 0 = teacher forcing).
         num_regular: size of the regular vocabulary (index of the first OOV marker).
@@ -241,21 +241,23 @@ class PGNDecoder(StepStateDecoder):
         else:  # the input is the previous word's embedding alone: one LSTM call over all steps
             self.lstm = LSTM(embed_dim, hidden_size, num_layers, dropout=dropout_out)
         if intra_temporal:
-            self.attention = IntraTemporalAttention(encoder_output_units, hidden_size)  # W^e_attn   (eqs 1-5)
+            self.attention = IntraTemporalAttention(encoder_output_units, hidden_size)  # W^e_attn   (Paulus eqs 1-5)
         else:
             self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim,
                                                coverage=self.coverage_attention)
         self.intra_temporal = intra_temporal
-        self.intra_attention = IntraDecoderAttention(hidden_size) if intra_decoder else None  # W^d_attn (eqs 6-8)
+        # W^d_attn (Paulus eqs 6-8)
+        self.intra_attention = IntraDecoderAttention(hidden_size) if intra_decoder else None
         self.share_input_output_embed = share_input_output_embed
         if share_input_output_embed:
             if self.readout.out_dim != embed_dim:
                 raise ValueError("--share-decoder-input-output-embed needs the readout size (See: "
                                  "--decoder-out-embed-dim, Luong: --decoder-hidden-size) equal to the embedding size")
-        elif shared_output_projection:  # W_out = tanh(W_emb W_proj)   (Paulus et al. eq 13)
+        elif shared_output_projection:  # W_out = tanh(W_emb W_proj)   (Paulus eq 13)
             self.output_projection = SharedOutputProjection(embed_tokens, self.readout.out_dim, self.num_regular)
         else:
-            self.output_projection = Linear(self.readout.out_dim, self.num_regular)  # V' (eq 4) / W_vocab (eq 7)
+            # V' (See eq 4) / W_vocab (Shi eq 7)
+            self.output_projection = Linear(self.readout.out_dim, self.num_regular)
         self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy,
                                                         eos=dictionary.eos())  # </s> is never copied
         # See et al.'s recurrence (See readout, one layer, additive attention) as one autograd function
@@ -316,10 +318,11 @@ class PGNDecoder(StepStateDecoder):
             for i, lstm in enumerate(self.layers):
                 hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
                 layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
-            coverage = state["coverage"]  # B x S   c^t, *before* step t (eq 10)
+            coverage = state["coverage"]  # B x S   c^t, *before* step t (See eq 10)
             attn, context, state = self.attend(hidden[-1], values, state, padding_mask)
             if self.intra_attention is not None:
-                _, decoder_context, state = self.intra_attention.step(hidden[-1], state)  # B x H   c^d_t (eqs 6-8)
+                # B x H   c^d_t (Paulus eqs 6-8)
+                _, decoder_context, state = self.intra_attention.step(hidden[-1], state)
                 context = torch.cat([context, decoder_context], dim=1)  # B x C   [c^e_t; c^d_t]
             feed = self.readout.feed(hidden[-1], context)  # B x F
             for key, value in zip(steps, (hidden[-1], context, feed, x, attn, coverage)):
@@ -351,7 +354,7 @@ class PGNDecoder(StepStateDecoder):
             gates_x, weights, Memory(state["keys"], values, padding_mask), start, accumulate=self.coverage)
         if not one_step:
             fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
-            inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, eq 8)
+            inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, See eq 8)
         state = dict(state, hidden=states[:, -1:].transpose(0, 1), cell=last_cell.unsqueeze(0),
                      feed=contexts[:, -1], coverage=last_coverage)
         steps = {"states": states, "contexts": contexts, "feeds": contexts, "inputs": inputs, "attn": attn,
@@ -368,22 +371,22 @@ class PGNDecoder(StepStateDecoder):
         if whole_sequence and self.intra_temporal:
             coverage = state["coverage"]  # B x S   c^1 (zeros)
             attn, context, temporal_state = self.attention(states, state[TEMPORAL_KEYS], values, padding_mask)
-            state.update(temporal_state)  # L_T, step counts   (eqs 1-5 for all steps)
+            state.update(temporal_state)  # L_T, step counts   (Paulus eqs 1-5 for all steps)
             before = F.pad(attn.cumsum(dim=1)[:, :-1], (0, 0, 1, 0))  # B x T x S   sum_{t' < t} a^t'
-            steps = {"attn": attn, "contexts": context, "coverage": coverage.unsqueeze(1) + before}  # eq 10
+            steps = {"attn": attn, "contexts": context, "coverage": coverage.unsqueeze(1) + before}  # See eq 10
             if self.coverage:
                 state["coverage"] = coverage + attn.sum(dim=1)  # B x S   c^{T+1}
         else:  # step by step over the known states (additive attention; incremental decoding)
             steps = {key: [] for key in ("attn", "contexts", "coverage")}
             for t in range(states.size(1)):
-                steps["coverage"].append(state["coverage"])  # B x S   c^t, before step t (eq 10)
+                steps["coverage"].append(state["coverage"])  # B x S   c^t, before step t (See eq 10)
                 attn, context, state = self.attend(states[:, t], values, state, padding_mask)
                 steps["attn"].append(attn)
                 steps["contexts"].append(context)
             steps = stack_steps(steps)
         if self.intra_attention is not None:
             if whole_sequence:
-                _, decoder_context = self.intra_attention(states)  # B x T x H   c^d_t (eqs 6-8, causal)
+                _, decoder_context = self.intra_attention(states)  # B x T x H   c^d_t (Paulus eqs 6-8, causal)
             else:
                 decoder_context = []
                 for t in range(states.size(1)):
@@ -396,13 +399,14 @@ class PGNDecoder(StepStateDecoder):
 
     def attend(self, query, values, state, padding_mask):
         """One step of the attention over the source, for the decoder state ``query`` (B x H).  Returns the
-        attention a^t (B x S), the context (B x C) and the state with the coverage c^{t+1} (eq 10)."""
+        attention a^t (B x S), the context (B x C) and the state with the coverage c^{t+1} (See eq 10)."""
         if self.intra_temporal:
-            attn, context, state = self.attention.step(query, values, state, padding_mask)  # eqs 1-5
+            attn, context, state = self.attention.step(query, values, state, padding_mask)  # Paulus eqs 1-5
         else:
-            attn, context = self.attention(state["keys"], values, query, state["coverage"], padding_mask)  # eqs 1-3/11
+            # See eqs 1-3/11
+            attn, context = self.attention(state["keys"], values, query, state["coverage"], padding_mask)
         if self.coverage:
-            state = dict(state, coverage=state["coverage"] + attn)  # c^{t+1} = c^t + a^t   (eq 10)
+            state = dict(state, coverage=state["coverage"] + attn)  # c^{t+1} = c^t + a^t   (See eq 10)
         return attn, context, state
 
     # ------------------------------------------------------------------ output part (outside the loop)
@@ -418,7 +422,7 @@ class PGNDecoder(StepStateDecoder):
             extra["coverage"] = steps["coverage"]
         if self.copy:
             extra["p_gen_logit"] = self.readout.switch_logit(*readout_inputs)  # B x T x 1
-            extra["p_gen"] = torch.sigmoid(extra["p_gen_logit"])  # B x T x 1   (eq 8 / eq 9)
+            extra["p_gen"] = torch.sigmoid(extra["p_gen_logit"])  # B x T x 1   (See eq 8 / Shi eq 9)
         return logits, extra
 
     def forward_with_own_predictions(self, prev_output_tokens, encoder_out):
@@ -428,7 +432,7 @@ class PGNDecoder(StepStateDecoder):
         ``<unk>``, as every marker is), drawn independently for every row and step; the first input is </s>."""
         incremental_state, outputs = {}, []
         inputs = prev_output_tokens[:, :1]  # B x 1
-        with self.output_matrix_held():  # one W_out for all the steps (Paulus et al. eq 13)
+        with self.output_matrix_held():  # one W_out for all the steps (Paulus eq 13)
             for t in range(prev_output_tokens.size(1)):
                 if t > 0:
                     with torch.no_grad():
@@ -443,7 +447,7 @@ class PGNDecoder(StepStateDecoder):
         return torch.cat([logits for logits, _ in outputs], dim=1), extra  # B x T x V_reg, as ``forward``
 
     def output_matrix_held(self):
-        """A block within which the tied output matrix of Paulus et al. (eq 13) is computed once (a no-op for
+        """A block within which the tied output matrix of Paulus et al. (Paulus eq 13) is computed once (a no-op for
         the other output layers, whose weight is a parameter)."""
         if isinstance(getattr(self, "output_projection", None), SharedOutputProjection):
             return self.output_projection.held()
@@ -626,8 +630,8 @@ def pgn_lstm_see2017(args):
 @register_model_architecture("pgn_lstm", "pgn_lstm_shi2018")
 def pgn_lstm_shi2018(args):
     """Shi et al. (2018): BiLSTM encoder 600 per direction, decoder 1200, embeddings 400, one layer each,
-    Luong-style readout, normalized embeddings (eq 14), copy, and the coverage vector for the coverage loss
-    (eqs 12-13) but not in the attention (their eq 4 has no coverage input); vocabulary 60k is set by
+    Luong-style readout, normalized embeddings (Shi eq 14), copy, and the coverage vector for the coverage loss
+    (Shi eqs 12-13) but not in the attention (Shi eq 4 has no coverage input); vocabulary 60k is set by
     preprocessing; Adam 1e-3, focal loss 0.25/1/1 and beam 5 by the config."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 400)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 600)
@@ -641,10 +645,10 @@ def pgn_lstm_shi2018(args):
 @register_model_architecture("pgn_lstm", "pgn_lstm_paulus2017")
 def pgn_lstm_paulus2017(args):
     """Paulus, Xiong & Socher (2017): embeddings 100, BiLSTM encoder 200 per direction, LSTM decoder 400, the
-    intra-temporal (eqs 1-5) and intra-decoder (eqs 6-8) attentions, output and switch from [h^d_t; c^e_t; c^d_t]
-    without input feeding (eqs 9-12), output matrix tied to the embeddings (eq 13), no coverage (the temporal
-    attention is the paper's answer to repetition).  Trigram blocking is a generation option
-    (--block-ngram-repeat 3: configs/paulus2017_*.conf)."""
+    intra-temporal (Paulus eqs 1-5) and intra-decoder (Paulus eqs 6-8) attentions, output and switch from
+    [h^d_t; c^e_t; c^d_t] without input feeding (Paulus eqs 9-12), output matrix tied to the embeddings
+    (Paulus eq 13), no coverage (the temporal attention is the paper's answer to repetition).  Trigram blocking is
+    a generation option (--block-ngram-repeat 3: configs/paulus2017_*.conf)."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 100)
     args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
     args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 200)

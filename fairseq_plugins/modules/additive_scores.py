@@ -1,6 +1,6 @@
 """The additive attention score with coverage, computed block by block in cache.
 
-    e_i^t = v^T tanh(k_i + q_t + w_c c_i^t)          (See et al. 2017, eq 11; eq 1 without the coverage term)
+    e_i^t = v^T tanh(k_i + q_t + w_c c_i^t)          (See et al. 2017, See eq 11; See eq 1 without the coverage term)
 
 where k_i = W_h h_i + b_attn (computed once per source), q_t = W_s s_t (once per step) and c^t the coverage.
 
@@ -208,7 +208,7 @@ class AdditiveScores(torch.autograd.Function):
 
 def additive_scores(keys: Tensor, query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor],
                     v: Tensor) -> Tensor:
-    """e_i = v^T tanh(k_i + q + w_c c_i)  (See et al. eq 11; eq 1 when ``coverage`` is None).
+    """e_i = v^T tanh(k_i + q + w_c c_i)  (See eq 11; See eq 1 when ``coverage`` is None).
 
     Args:
         keys: B x S x A, the projected encoder states k_i = W_h h_i + b_attn (through ``share_across_steps``

@@ -2,10 +2,10 @@
 
 At decoder step t, with decoder state s_t and the top-layer agent states h_{a,i} (numbers as in our notes,
 ../shared/papers/DCA_AND_PAULUS.md; (~) = inferred there):
-    l_a^t  = softmax_i(v2^T tanh(W5 h_{a,i} + W6 s_t + b1))        word attention inside agent a   (~eq 8)
-    c_a^t  = sum_i l_{a,i}^t h_{a,i}                                 agent context                  (~eq 9, [U])
-    g^t    = softmax_a(v3^T tanh(W7 c_a^t + W8 s_t + b2))          agent attention                 (~eq 10)
-    c*_t   = sum_a g_a^t c_a^t                                       document context               (~eq 11)
+    l_a^t  = softmax_i(v2^T tanh(W5 h_{a,i} + W6 s_t + b1))      word attention inside agent a  (~Celikyilmaz eq 8)
+    c_a^t  = sum_i l_{a,i}^t h_{a,i}                             agent context                  (~Celikyilmaz eq 9, [U])
+    g^t    = softmax_a(v3^T tanh(W7 c_a^t + W8 s_t + b2))        agent attention                (~Celikyilmaz eq 10)
+    c*_t   = sum_a g_a^t c_a^t                                   document context               (~Celikyilmaz eq 11)
 
 Masking.  Word attention is a softmax over each agent's own tokens: padding gets weight exactly 0.  An empty
 agent (a document shorter than M units) has no token: its row is computed over finite dummy scores and then
@@ -35,7 +35,7 @@ def masked_softmax(scores: Tensor, padding_mask: Tensor, dim: int) -> Tensor:
 
 
 class AgentWordAttention(nn.Module):
-    """Additive attention over each agent's tokens, one context per agent (~eqs 8-9).
+    """Additive attention over each agent's tokens, one context per agent (~Celikyilmaz eqs 8-9).
 
     Args:
         key_dim: H, the size of an agent state h_{a,i}.
@@ -72,18 +72,18 @@ class AgentWordAttention(nn.Module):
         v = self.v.weight.view(-1)
         queries_by_agent = projected.repeat_interleave(agents, dim=0).unbind(1)  # T x ((B*M) x A)
         scores = torch.stack([additive_scores(flat_keys, query, None, None, v) for query in queries_by_agent],
-                             dim=1)  # (B*M) x T x S_a   (~eq 8, before the softmax)
+                             dim=1)  # (B*M) x T x S_a   (~Celikyilmaz eq 8, before the softmax)
         row_empty = ~nonempty.reshape(-1, 1, 1)  # (B*M) x 1 x 1
         mask = padding_mask.reshape(bsz * agents, 1, width) & ~row_empty  # empty rows: finite dummy scores
-        attn = masked_softmax(scores, mask, dim=2).masked_fill(row_empty, 0.0)  # (B*M) x T x S_a   (~eq 8)
-        contexts = torch.bmm(attn.to(values.dtype), values.reshape(bsz * agents, width, -1))  # (~eq 9)
+        attn = masked_softmax(scores, mask, dim=2).masked_fill(row_empty, 0.0)  # (B*M) x T x S_a   (~Celikyilmaz eq 8)
+        contexts = torch.bmm(attn.to(values.dtype), values.reshape(bsz * agents, width, -1))  # (~Celikyilmaz eq 9)
         attn = attn.view(bsz, agents, steps, width).transpose(1, 2)  # B x T x M x S_a
         contexts = contexts.view(bsz, agents, steps, -1).transpose(1, 2)  # B x T x M x H
         return attn, contexts
 
 
 class AgentAttention(nn.Module):
-    """Additive attention over the agents' contexts, giving the document context (~eqs 10-11).
+    """Additive attention over the agents' contexts, giving the document context (~Celikyilmaz eqs 10-11).
 
     Args:
         context_dim: H; query_dim: size of s_t; attn_dim: size inside the tanh.
@@ -100,6 +100,6 @@ class AgentAttention(nn.Module):
         Returns g: B x T x M (sums to 1 over the non-empty agents, 0 for empty ones) and c*: B x T x H."""
         hidden = torch.tanh(self.context_proj(contexts) + self.query_proj(queries).unsqueeze(2))  # B x T x M x A
         scores = self.v(hidden).squeeze(3)  # B x T x M
-        weights = masked_softmax(scores, ~nonempty.unsqueeze(1), dim=2)  # B x T x M   (~eq 10)
-        document = (weights.to(contexts.dtype).unsqueeze(3) * contexts).sum(dim=2)  # B x T x H   (~eq 11)
+        weights = masked_softmax(scores, ~nonempty.unsqueeze(1), dim=2)  # B x T x M   (~Celikyilmaz eq 10)
+        document = (weights.to(contexts.dtype).unsqueeze(3) * contexts).sum(dim=2)  # B x T x H   (~Celikyilmaz eq 11)
         return weights, document

@@ -9,14 +9,15 @@ paper leaves open.
                       (the two directions projected to H: [U], as both public reimplementations do)
     message:          z^(k)_a = 1/(M-1) sum_{m != a} h^(k)_{m, I_m}            (the mean of the OTHER agents'
                       last states at layer k, each at its true last token, never at padding)
-    combination:      f(h, z) = tanh(W3 h + W4 z)                               (eq 7, without v1: see below)
+    combination:      f(h, z) = tanh(W3 h + W4 z)                               (Celikyilmaz eq 7, without v1:
+                      see below)
     contextual layer: h^(k+1)_{a,i} = W2^(k) BiLSTM(f(h^(k)_{a,i}, z^(k)_a))   (k = 1..K)
 
-v1 in eq 7.  The paper writes f(h, z) = v1^T tanh(W3 h + W4 z); read literally, v1^T gives one number per
+v1 in Celikyilmaz eq 7.  The paper writes f(h, z) = v1^T tanh(W3 h + W4 z); read literally, v1^T gives one number per
 token, which cannot be the next BiLSTM's H-dimensional input.  We drop v1 (both public reimplementations do),
 so the BiLSTM reads tanh(W3 h + W4 z) directly; ``message_v1=True`` instead reads v1 as an H x H matrix applied
 after the tanh.  W3 and W4 (and v1) belong to each contextual layer (the paper does not index them by layer [U]);
-they have no bias, as eq 7 has none.
+they have no bias, as Celikyilmaz eq 7 has none.
 
 Messages.  ``agent_messages`` computes all agents' messages at once from the B x M last states: the sum over
 the non-empty agents minus the agent's own state, divided by the number of other non-empty agents.  An empty
@@ -132,7 +133,8 @@ def agent_messages(last: Tensor, nonempty: Tensor) -> Tensor:
 
 
 class MessageCombination(nn.Module):
-    """f(h, z) = tanh(W3 h + W4 z)  (eq 7 without v1; ``v1_matrix``: v1 tanh(W3 h + W4 z), v1 an H x H matrix).
+    """f(h, z) = tanh(W3 h + W4 z)  (Celikyilmaz eq 7 without v1; ``v1_matrix``: v1 tanh(W3 h + W4 z), v1 an
+    H x H matrix).
 
     Args:
         size: H, the size of h, z and the output.
@@ -150,7 +152,7 @@ class MessageCombination(nn.Module):
         combined = self.own(states)  # B x M x S_a x H
         if messages is not None:
             combined = combined + self.message(messages).unsqueeze(2)  # W4 z, the same for every token of a
-        combined = torch.tanh(combined)  # eq 7
+        combined = torch.tanh(combined)  # Celikyilmaz eq 7
         return self.v1(combined) if self.v1 is not None else combined
 
 
@@ -195,7 +197,7 @@ class AgentEncoder(nn.Module):
         input_size: embedding size; hidden_size: H.
         contextual_layers: K >= 0.
         communicate: exchange messages between layers (False: the "no communication" ablation).
-        message_v1: v1 of eq 7 as an H x H matrix (default: dropped).
+        message_v1: v1 of Celikyilmaz eq 7 as an H x H matrix (default: dropped).
         dropout: on each layer's input after the first (the local layer's input is the caller's to drop out).
     """
 
@@ -219,7 +221,7 @@ class AgentEncoder(nn.Module):
         for combine, layer in zip(self.combine, self.contextual):
             message = agent_messages(layer_last[-1], nonempty) if talk else None  # z^(k): B x M x H
             messages.append(message)
-            layer_input = self.dropout(combine(states, message))  # f(h^(k), z^(k))   (eq 7)
+            layer_input = self.dropout(combine(states, message))  # f(h^(k), z^(k))   (Celikyilmaz eq 7)
             states, cells = layer(layer_input, lengths, padding_mask)  # h^(k+1)
             layer_last.append(last_states(states, lengths))
         return EncodedAgents(states, cells, layer_last, messages)

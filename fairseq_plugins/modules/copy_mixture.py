@@ -1,13 +1,13 @@
 """The pointer-generator's generation switch and final (copy + generate) distribution, in log space.
 
 See, Liu & Manning (2017):
-    p_gen = sigmoid(w_h*^T h*_t + w_s^T s_t + w_x^T x_t + b_ptr)                  (eq 8)
-    P(w)  = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t                 (eq 9)
+    p_gen = sigmoid(w_h*^T h*_t + w_s^T s_t + w_x^T x_t + b_ptr)                  (See eq 8)
+    P(w)  = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t                 (See eq 9)
 
 P(w) is defined over the *extended* vocabulary: the regular words ``[0, num_regular)`` (where P_vocab lives)
 followed by the per-document OOV markers ``[num_regular, ext_size)``, which only copying can produce.
 
-Log space.  Eq 9 is computed as a log-sum-exp of its two terms,
+Log space.  See eq 9 is computed as a log-sum-exp of its two terms,
     log P(w) = logaddexp(log p_gen + log P_vocab(w),  log(1 - p_gen) + log sum_{i: w_i = w} a_i^t),
 with log p_gen = logsigmoid(l) and log(1 - p_gen) = logsigmoid(-l) from the switch's logit l and log P_vocab
 from log_softmax, so a word with P(w) far below float32's smallest normal number keeps a finite log-probability
@@ -22,7 +22,7 @@ uncopyable=eos)`` takes it out of the copy distribution: the copy side uses the 
 other positions, a_i / sum_{j: w_j != </s>} a_j.  A source with nothing copyable (only ``</s>``, an empty document)
 has no copy distribution: its rows put all their mass on generation (P(w) = P_vocab(w)), whatever the switch.
 
-Two ways to evaluate eq 9 are kept side by side:
+Two ways to evaluate See eq 9 are kept side by side:
   * ``log_full``: the whole distribution (beam search, tests);
   * ``log_at``: log P(w) at given words only (training), which avoids materialising a B x T x V copy scatter.
 
@@ -47,7 +47,7 @@ NEG_INF = float("-inf")
 
 
 class GenerationSwitch(nn.Module):
-    """p_gen of eq 8, from the context vector, the decoder state and the decoder input.
+    """p_gen of See eq 8, from the context vector, the decoder state and the decoder input.
 
     Args:
         input_dims: sizes of the tensors concatenated as the switch's input (e.g. [context, state, input]).
@@ -59,14 +59,14 @@ class GenerationSwitch(nn.Module):
 
     def logit(self, *inputs: Tensor) -> Tensor:
         """inputs: ... x d_k each -> the logit l of p_gen = sigmoid(l): ... x 1."""
-        return self.proj(torch.cat(inputs, dim=-1))  # eq 8, before the sigmoid
+        return self.proj(torch.cat(inputs, dim=-1))  # See eq 8, before the sigmoid
 
     def forward(self, *inputs: Tensor) -> Tensor:
         """inputs: ... x d_k each -> p_gen: ... x 1, in (0, 1), float32 for half inputs."""
         # Half-precision fix: the sigmoid runs in float32.  In float16 sigmoid(l) rounds to exactly 1 from l ~ 7.6
         # (bfloat16: ~5.5), so 1 - p_gen, the whole copy side of a multi-source pointer, would be 0.
         logit = self.logit(*inputs)  # ... x 1
-        return torch.sigmoid(logit.to(mixture_dtype(logit.dtype)))  # eq 8
+        return torch.sigmoid(logit.to(mixture_dtype(logit.dtype)))  # See eq 8
 
 
 def safe_log(x: Tensor) -> Tensor:
@@ -102,7 +102,7 @@ def first_occurrences(tokens: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 class CopyMixture(nn.Module):
-    """Eq 9 over the extended vocabulary, in log space.
+    """See eq 9 over the extended vocabulary, in log space.
 
     Args:
         num_regular: number of words that P_vocab covers (the logits' last dimension).
@@ -120,7 +120,7 @@ class CopyMixture(nn.Module):
         self.uncopyable = uncopyable
         self._occurrences = None  # (tokens, its version, first_occurrences(tokens)): beam search reuses them
 
-    # ------------------------------------------------------------------ eq 9 from the switch logit
+    # ------------------------------------------------------------------ See eq 9 from the switch logit
     def log_full(self, logits: Tensor, attn: Tensor, switch_logit: Tensor, src_tokens: Tensor,
                  zero: float = NEG_INF) -> Tensor:
         """log P(w) for every w of the extended vocabulary.
@@ -134,16 +134,16 @@ class CopyMixture(nn.Module):
             B x T x V_ext log-probabilities (logsumexp of each row is 0; ``zero`` where P(w) = 0).
         """
         terms = self.switch_terms(attn, switch_logit, src_tokens)
-        return self.log_mix(logits, *terms, src_tokens, zero=zero)  # eq 9
+        return self.log_mix(logits, *terms, src_tokens, zero=zero)  # See eq 9
 
     def log_at(self, logits: Tensor, attn: Tensor, switch_logit: Tensor, src_tokens: Tensor, words: Tensor,
                zero: float = NEG_INF) -> Tensor:
         """log P(w) at ``words`` (B x T) only; same arguments as ``log_full``.  Returns B x T."""
         terms = self.switch_terms(attn, switch_logit, src_tokens)
-        return self.log_mix_at(logits, *terms, src_tokens, words, zero=zero)  # eq 9
+        return self.log_mix_at(logits, *terms, src_tokens, words, zero=zero)  # See eq 9
 
     def switch_terms(self, attn: Tensor, switch_logit: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """Eq 9's weights in log space: (log p_gen, the copy weights, log of their scale), the copy side being
+        """See eq 9's weights in log space: (log p_gen, the copy weights, log of their scale), the copy side being
         exp(scale) * copy.  Without an uncopyable token: (logsigmoid(l), a^t, logsigmoid(-l)); with one, a^t is
         zero at its positions and renormalised by the scale; rows with nothing copyable generate only.
         Shapes: B x T x 1, B x T x S, B x T x 1."""
@@ -190,7 +190,7 @@ class CopyMixture(nn.Module):
         log_copy = safe_log(mass)  # B x T x S'   log sum_{j: x_j = x_i} copy_j at each first position i
         if log_copy_scale is not None:
             log_copy = log_copy + log_copy_scale.to(dtype)
-        combined = safe_logaddexp(self.gather_regular(log_vocab, index), log_copy)  # B x T x S'   (eq 9)
+        combined = safe_logaddexp(self.gather_regular(log_vocab, index), log_copy)  # B x T x S'   (See eq 9)
         combined = combined.masked_fill(torch.isneginf(combined), zero)
         # Later occurrences write the same value, without gradient (scatter_ with repeated ids is fine then).
         combined = torch.where(first.unsqueeze(1), combined, combined.gather(2, group).detach())  # B x T x S'
@@ -206,7 +206,7 @@ class CopyMixture(nn.Module):
         log_copy = safe_log(self.copy_at(copy.to(dtype), tokens, words))  # B x T
         if log_copy_scale is not None:
             log_copy = log_copy + log_copy_scale.squeeze(2).to(dtype)
-        result = safe_logaddexp(log_vocab, log_copy)  # B x T   (eq 9)
+        result = safe_logaddexp(log_vocab, log_copy)  # B x T   (See eq 9)
         return result.masked_fill(torch.isneginf(result), zero)
 
     def mix(self, logits: Tensor, generate: Tensor, copy: Tensor, tokens: Tensor) -> Tensor:

@@ -1,11 +1,11 @@
 """Additive (Bahdanau) attention with an optional coverage input.
 
 See, Liu & Manning (2017), "Get To The Point":
-    e_i^t = v^T tanh(W_h h_i + W_s s_t + b_attn)                       (eq 1)
-    e_i^t = v^T tanh(W_h h_i + W_s s_t + w_c c_i^t + b_attn)           (eq 11, with coverage)
-    a^t   = softmax(e^t)                                                (eq 2)
-    h*_t  = sum_i a_i^t h_i                                             (eq 3)
-    c^t   = sum_{t' < t} a^{t'}                                         (eq 10)
+    e_i^t = v^T tanh(W_h h_i + W_s s_t + b_attn)                       (See eq 1)
+    e_i^t = v^T tanh(W_h h_i + W_s s_t + w_c c_i^t + b_attn)           (See eq 11, with coverage)
+    a^t   = softmax(e^t)                                                (See eq 2)
+    h*_t  = sum_i a_i^t h_i                                             (See eq 3)
+    c^t   = sum_{t' < t} a^{t'}                                         (See eq 10)
 
 The source side ``W_h h_i + b_attn`` does not depend on the decoder step, so it is computed once per source
 (``project_keys``); inside the decoder loop the scores come from modules/additive_scores.py, which never keeps
@@ -30,7 +30,7 @@ class CoverageAttention(nn.Module):
         key_dim: size of an encoder state h_i.
         query_dim: size of a decoder state s_t.
         attn_dim: size of the hidden layer inside tanh (default: key_dim).
-        coverage: add the ``w_c c_i^t`` term of eq 11.
+        coverage: add the ``w_c c_i^t`` term of See eq 11.
     """
 
     def __init__(self, key_dim: int, query_dim: int, attn_dim: Optional[int] = None, coverage: bool = True):
@@ -75,17 +75,17 @@ class CoverageAttention(nn.Module):
         scores = additive_scores(
             projected_keys, self.query_proj(query), coverage if self.coverage else None, self.coverage_weight,
             self.v.weight.view(-1),
-        )  # B x S   (eq 1 / eq 11; modules/additive_scores.py)
+        )  # B x S   (See eq 1 / See eq 11; modules/additive_scores.py)
         if padding_mask is not None:
             scores = scores.masked_fill(padding_mask, float("-inf"))  # B x S (-inf exists in every float dtype)
-        attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
+        attn = torch.softmax(scores, dim=1)  # B x S   (See eq 2)
         with torch.autocast(device_type=values.device.type, enabled=False):  # one dtype: the values'
-            context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x C   (eq 3)
+            context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x C   (See eq 3)
         return attn, context
 
 
 class WeightedSum(torch.autograd.Function):
-    """h*_t = sum_i a_i^t h_i (eq 3) as one batched product, whose backward adds dL/dh_i = a_i^t dL/dh*_t into
+    """h*_t = sum_i a_i^t h_i (See eq 3) as one batched product, whose backward adds dL/dh_i = a_i^t dL/dh*_t into
     the values' StepGradient in place (modules/step_gradient.py) when the values come through
     ``share_across_steps``, instead of returning a fresh B x S x C gradient at every step."""
 

@@ -70,12 +70,12 @@ class RegularVocabularyOutput(nn.Module):
 class ExtendedVocabularyOutput(nn.Module):
     """A decoder's final distribution P(w) over the extended vocabulary, from its ``(logits, extra)`` output.
 
-    With ``copy``, eq 9 of See et al. in log space through ``CopyMixture`` (modules/copy_mixture.py), reading
+    With ``copy``, See eq 9 in log space through ``CopyMixture`` (modules/copy_mixture.py), reading
     from ``extra``:
         p_gen_logit: B x T x 1, the switch's logit l, p_gen = sigmoid(l) the weight of P_vocab (a model that
             only gives ``p_gen``, B x T x 1, gets clamped logs of p_gen and 1 - p_gen instead);
         src_tokens: B x S, the ids the copy side can produce (right-padded, extended vocabulary);
-        attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (eq 9); ``</s>`` is never
+        attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (See eq 9); ``</s>`` is never
             copied (``eos``: the attention is renormalised over the other positions, see copy_mixture.py);
         copy_weights (optional): B x T x S, the copy mass of every position, replacing (1 - p_gen) a^t when a
             model mixes several copy sources (``merge_copy_sources``; src_tokens then holds all their tokens,
@@ -114,7 +114,7 @@ class ExtendedVocabularyOutput(nn.Module):
         return log_p if log_probs else log_p.exp()
 
     def log_probs(self, net_output, zero: float) -> Tensor:
-        """log P(w) over the extended vocabulary, ``zero`` where P(w) = 0: eq 9, or log P_vocab with ``zero``
+        """log P(w) over the extended vocabulary, ``zero`` where P(w) = 0: See eq 9, or log P_vocab with ``zero``
         for the markers.  B x T x V_ext."""
         logits, extra = net_output
         if not self.copy:
@@ -123,7 +123,7 @@ class ExtendedVocabularyOutput(nn.Module):
             return self.mixture.log_mix(logits, self.log_generate(extra), extra["copy_weights"], None,
                                         extra["src_tokens"], zero=zero)
         return self.mixture.log_full(logits, extra["attn"][0], self.switch_logit(extra), extra["src_tokens"],
-                                     zero=zero)  # eq 9
+                                     zero=zero)  # See eq 9
 
     def target_log_probs(self, net_output, target: Tensor) -> Tensor:
         """log P(target) for B x T target ids, floored at log(``log_floor``) where P is 0 (for the losses),
@@ -143,7 +143,7 @@ class ExtendedVocabularyOutput(nn.Module):
             return self.mixture.log_mix_at(logits, self.log_generate(extra), extra["copy_weights"], None,
                                            extra["src_tokens"], target, zero=zero)
         return self.mixture.log_at(logits, extra["attn"][0], self.switch_logit(extra), extra["src_tokens"],
-                                   target, zero=zero)  # eq 9
+                                   target, zero=zero)  # See eq 9
 
     @staticmethod
     def switch_logit(extra) -> Tensor:

@@ -81,10 +81,10 @@ def GRUCell(input_size: int, hidden_size: int) -> nn.GRUCell:
 
 
 def EmbeddingNorm(embed_dim: int, enabled: bool) -> nn.Module:
-    """Shi et al.'s normalization between embedding and RNN (eq 14): x_norm = gamma (x - mean) / sqrt(var + eps)
+    """Shi et al.'s normalization between embedding and RNN (Shi eq 14): x_norm = gamma (x - mean) / sqrt(var + eps)
     + beta, with learnable gamma and beta.  Identity when disabled.
 
-    Eq 14 cites Ioffe & Szegedy's batch normalization; here mean and variance are taken over each embedding's
+    Shi eq 14 cites Ioffe & Szegedy's batch normalization; here mean and variance are taken over each embedding's
     dimensions (layer normalization), because batch statistics over padded variable-length batches would mix
     in the padding and change with the batch's make-up, and beam search normalises one document's hypotheses
     at a time (a batch of 1 in the limit), so training and decoding would not see the same statistics."""

@@ -6,10 +6,10 @@ One-layer LSTM with input feeding and the additive attention with coverage (See,
                                                         W_f = W_ih W_x,h*: x_t = W_x [y_{t-1}; h*_{t-1}] + b_x
     c_t     = sigma(f) * c_{t-1} + sigma(i) * tanh(g)   LSTM cell
     s_t     = sigma(o) * tanh(c_t)
-    e^t     = v^T tanh(k + W_s s_t + w_c c^t)           (eq 11; eq 1 without the coverage term)
-    a^t     = softmax(e^t), padding masked              (eq 2)
-    h*_t    = sum_i a_i^t h_i                           (eq 3)
-    c^{t+1} = c^t + a^t                                 (eq 10)
+    e^t     = v^T tanh(k + W_s s_t + w_c c^t)           (See eq 11; See eq 1 without the coverage term)
+    a^t     = softmax(e^t), padding masked              (See eq 2)
+    h*_t    = sum_i a_i^t h_i                           (See eq 3)
+    c^{t+1} = c^t + a^t                                 (See eq 10)
 
 Why one function.  Written as modules, a step is about a hundred small tensor operations with autograd
 recording each; on a GPU every one is a kernel launch of a few microseconds on a batch whose arithmetic takes
@@ -44,7 +44,7 @@ class StepWeights(NamedTuple):
     feed: Optional[Tensor]  # 4H x F   W_f = W_ih W_x,h* (None: one step whose gates_x holds it)
     hidden: Tensor  # 4H x H   W_hh
     query: Tensor  # A x H   W_s
-    coverage: Optional[Tensor]  # A   w_c (None: eq 1, no coverage term)
+    coverage: Optional[Tensor]  # A   w_c (None: See eq 1, no coverage term)
     v: Tensor  # A
 
 
@@ -85,7 +85,7 @@ class Buffers:
         size = four // 4
         empty = gates_x.new_empty
         self.contexts = empty(bsz, steps, values.size(2))  # h*_t
-        # [1, c^t] for t = 1 .. T+1: the coverage column is the running sum (eq 10), the ones the scores' bias
+        # [1, c^t] for t = 1 .. T+1: the coverage column is the running sum (See eq 10), the ones the scores' bias
         self.weights = empty(bsz, steps + 1, coverage.size(1), 2)
         self.weights[:, :, :, 0] = 1.0
         self.weights[:, 0, :, 1] = coverage
@@ -112,7 +112,7 @@ class Buffers:
 def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool,
              saved: Optional[dict] = None):
     """The forward loop.  gates_x: B x T x 4H (G); start: [s_0, c_0, h*_0, c^1], B x H, B x H, B x F, B x S;
-    ``accumulate``: add a^t to the coverage (eq 10).  With ``saved`` (a dict), keeps there what the backward
+    ``accumulate``: add a^t to the coverage (See eq 10).  With ``saved`` (a dict), keeps there what the backward
     reads.  Returns states B x T x H, contexts B x T x C, attn B x T x S, coverage (c^t before each step)
     B x T x S, and the last cell c_T and coverage c^{T+1} (B x H, B x S)."""
     hidden, cell, feed, coverage = start
@@ -132,12 +132,12 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         query = torch.mm(hidden, query_t)  # B x A   W_s s_t
         pair = ((step["weights"][t], torch.stack([query, coverage_weight], dim=1)) if coverage_weight is not None
                 else (None, query.unsqueeze(1)))  # [1, c^t], [q; w_c]
-        scores = scores_step(memory.keys, pair, weights.v)  # B x S   (eq 11 / eq 1)
+        scores = scores_step(memory.keys, pair, weights.v)  # B x S   (See eq 11 / See eq 1)
         if memory.padding_mask is not None:
             scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
-        attn = torch.softmax(scores, dim=1)  # B x S   (eq 2)
-        feed = torch.bmm(attn.unsqueeze(1), memory.values, out=step["contexts"][t]).squeeze(1)  # B x C   (eq 3)
-        coverage = torch.add(coverage, attn, out=step["coverage"][t + 1]) if accumulate else coverage  # eq 10
+        attn = torch.softmax(scores, dim=1)  # B x S   (See eq 2)
+        feed = torch.bmm(attn.unsqueeze(1), memory.values, out=step["contexts"][t]).squeeze(1)  # B x C   (See eq 3)
+        coverage = torch.add(coverage, attn, out=step["coverage"][t + 1]) if accumulate else coverage  # See eq 10
         attns.append(attn)
         operands.append(pair)
     attn = torch.stack(attns, dim=1)  # B x T x S
@@ -182,12 +182,12 @@ def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
         hidden = out_gate * torch.tanh(cell)  # s_1
     query = torch.mm(hidden, weights.query.t())  # B x A
-    scores = scores_step(memory.keys, scores_operands(query, coverage, weights.coverage), weights.v)  # eq 11 / 1
+    scores = scores_step(memory.keys, scores_operands(query, coverage, weights.coverage), weights.v)  # See eq 11 / 1
     if memory.padding_mask is not None:
         scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
-    attn = torch.softmax(scores, dim=1).unsqueeze(1)  # B x 1 x S   (eq 2)
-    context = torch.bmm(attn, memory.values)  # B x 1 x C   (eq 3)
-    after = coverage + attn.squeeze(1) if accumulate else coverage  # eq 10
+    attn = torch.softmax(scores, dim=1).unsqueeze(1)  # B x 1 x S   (See eq 2)
+    context = torch.bmm(attn, memory.values)  # B x 1 x C   (See eq 3)
+    after = coverage + attn.squeeze(1) if accumulate else coverage  # See eq 10
     return hidden.unsqueeze(1), context, attn, coverage.unsqueeze(1), cell, after
 
 
@@ -271,8 +271,8 @@ def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Opti
     for t in reversed(range(steps)):
         d_context = grad_contexts[t] + d_feed  # B x C   (h*_t is also the next step's feed)
         through_coverage = grad_attn[t] + d_coverage if s["accumulate"] else grad_attn[t]  # c^{t+1} = c^t + a^t
-        d_attn = torch.baddbmm(through_coverage.unsqueeze(1), d_context.unsqueeze(1), values_t)  # eqs 3, 10
-        d_scores = torch._softmax_backward_data(d_attn, attn_rows[t], 2, d_attn.dtype).squeeze(1)  # B x S   (eq 2)
+        d_attn = torch.baddbmm(through_coverage.unsqueeze(1), d_context.unsqueeze(1), values_t)  # See eqs 3, 10
+        d_scores = torch._softmax_backward_data(d_attn, attn_rows[t], 2, d_attn.dtype).squeeze(1)  # B x S   (See eq 2)
         d_query, d_cov_scores = scores_backward_step(d_scores, memory.keys, s["operands"][t], weights.coverage,
                                                      weights.v, grads)
         if grad_coverage is not None:

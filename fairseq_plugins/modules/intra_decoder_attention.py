@@ -2,9 +2,9 @@
 decoder's own previous states, so the model sees what it has already said.
 
 With decoder states h^d_t:
-    e^d_tt'  = h^d_t^T W^d_attn h^d_t'                     for t' < t            (eq 6)
-    a^d_tt'  = exp(e^d_tt') / sum_{j<t} exp(e^d_tj)                              (eq 7)
-    c^d_t    = sum_{t'<t} a^d_tt' h^d_t'                                          (eq 8)
+    e^d_tt'  = h^d_t^T W^d_attn h^d_t'                     for t' < t            (Paulus eq 6)
+    a^d_tt'  = exp(e^d_tt') / sum_{j<t} exp(e^d_tj)                              (Paulus eq 7)
+    c^d_t    = sum_{t'<t} a^d_tt' h^d_t'                                          (Paulus eq 8)
     c^d_1    = 0   (no past state)
 
 Two forms give the same numbers:
@@ -42,7 +42,7 @@ def causal_mask(length: int, device=None) -> Tensor:
 
 
 class IntraDecoderAttention(nn.Module):
-    """Paulus et al.'s intra-decoder attention (eqs 6-8).
+    """Paulus et al.'s intra-decoder attention (Paulus eqs 6-8).
 
     The parameter ``weight`` is W^d_attn (H x H, no bias): e^d_tt' = h^d_t^T W^d_attn h^d_t'.
 
@@ -77,11 +77,11 @@ class IntraDecoderAttention(nn.Module):
         self.check_size(states)
         past = states[:, :-1]  # B x (T-1) x H   h^d_1 .. h^d_{T-1}: the states something comes after
         queries = torch.matmul(states[:, 1:], self.weight)  # B x (T-1) x H   q_t = h^d_t^T W^d_attn, t >= 2
-        scores = torch.bmm(queries, past.transpose(1, 2))  # B x (T-1) x (T-1)   (eq 6)
+        scores = torch.bmm(queries, past.transpose(1, 2))  # B x (T-1) x (T-1)   (Paulus eq 6)
         scores = scores.to(normalisation_dtype(scores.dtype))  # B x (T-1) x (T-1)
         blocked = causal_mask(past.size(1), states.device)  # (T-1) x (T-1)
-        attn = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=2)  # B x (T-1) x (T-1)   (eq 7)
-        context = torch.bmm(attn.to(states.dtype), past)  # B x (T-1) x H   (eq 8)
+        attn = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=2)  # B x (T-1) x (T-1)   (Paulus eq 7)
+        context = torch.bmm(attn.to(states.dtype), past)  # B x (T-1) x H   (Paulus eq 8)
         context = F.pad(context, (0, 0, 1, 0))  # B x T x H   c^d_1 = 0
         return F.pad(attn, (0, 1, 1, 0)), context  # B x T x T, B x T x H
 
@@ -120,9 +120,9 @@ class IntraDecoderAttention(nn.Module):
             context = torch.zeros_like(state)  # B x H   c^d_1 = 0
         else:
             query = torch.matmul(state, self.weight)  # B x H   q_t = h^d_t^T W^d_attn
-            scores = torch.bmm(past, query.unsqueeze(2)).squeeze(2)  # B x (t-1)   (eq 6)
-            attn = torch.softmax(scores.to(normalisation_dtype(scores.dtype)), dim=1)  # B x (t-1)   (eq 7)
-            context = torch.bmm(attn.to(past.dtype).unsqueeze(1), past).squeeze(1)  # B x H   (eq 8)
+            scores = torch.bmm(past, query.unsqueeze(2)).squeeze(2)  # B x (t-1)   (Paulus eq 6)
+            attn = torch.softmax(scores.to(normalisation_dtype(scores.dtype)), dim=1)  # B x (t-1)   (Paulus eq 7)
+            context = torch.bmm(attn.to(past.dtype).unsqueeze(1), past).squeeze(1)  # B x H   (Paulus eq 8)
         return attn, context, dict(cache, **{PAST: torch.cat([past, state.unsqueeze(1)], dim=1)})  # B x t x H
 
     def reorder_state(self, cache: Dict[str, Tensor], new_order: Tensor) -> Dict[str, Tensor]:

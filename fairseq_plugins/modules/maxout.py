@@ -1,9 +1,9 @@
 """Maxout pooling over consecutive units (Goodfellow et al. 2013), as in Bahdanau et al.'s deep-output readout.
 
-Song & Zhao (2020), eq 16, with pool size 2:
-    m_t = [max(r_{t,2j-1}, r_{t,2j})]_{j=1..l}                          (eq 16)
+Song & Zhao (2020), Song eq 16, with pool size 2:
+    m_t = [max(r_{t,2j-1}, r_{t,2j})]_{j=1..l}                          (Song eq 16)
 i.e. the readout r_t (size k*l) is cut into l groups of k *consecutive* units and each group keeps its largest.
-The linear map producing r_t (eq 19) is the caller's: here it is split by input so that terms that do not change
+The linear map producing r_t (Song eq 19) is the caller's: here it is split by input so that terms that do not change
 with the decoder step can be computed once.
 """
 import torch.nn as nn
@@ -29,4 +29,4 @@ class Maxout(nn.Module):
         if size % self.pool_size:
             raise ValueError(f"maxout: last dimension {size} is not a multiple of the pool size {self.pool_size}")
         groups = r.unflatten(-1, (size // self.pool_size, self.pool_size))  # ... x l x k
-        return groups.max(dim=-1).values  # ... x l   (eq 16)
+        return groups.max(dim=-1).values  # ... x l   (Song eq 16)

@@ -1,16 +1,16 @@
-"""Global encoding and the selective gate over encoder states (Song & Zhao 2020, eqs 5-9).
+"""Global encoding and the selective gate over encoder states (Song & Zhao 2020, Song eqs 5-9).
 
 A single learned vector u_s (the "global encoding", shared by the whole training set, not computed from the
 input) acts as the query of an attention pooling that summarizes a document into D, and the selective gate
 then filters every encoder state with the document and the global vector:
-    u_i      = tanh(W_s h_i + b_s)                                      (eq 5)
-    alpha_i  = softmax_i(u_i^T u_s)                                     (eq 6)
-    D        = sum_i alpha_i h_i                                        (eq 7)
-    g_i      = sigmoid(W_g [h_i; u_s; D] + b_g)                         (eq 8)
-    h'_i     = g_i (.) h_i                                              (eq 9)
+    u_i      = tanh(W_s h_i + b_s)                                      (Song eq 5)
+    alpha_i  = softmax_i(u_i^T u_s)                                     (Song eq 6)
+    D        = sum_i alpha_i h_i                                        (Song eq 7)
+    g_i      = sigmoid(W_g [h_i; u_s; D] + b_g)                         (Song eq 8)
+    h'_i     = g_i (.) h_i                                              (Song eq 9)
 
 Without global encoding (the paper's ablation), D is the plain mean of the encoder states (``masked_mean``) and
-the gate reads [h_i; D] only.  In eq 8 the terms W_g u_s and W_g D do not depend on the position i: they are
+the gate reads [h_i; D] only.  In Song eq 8 the terms W_g u_s and W_g D do not depend on the position i: they are
 computed once per document and broadcast, instead of building the B x S x 3C concatenation.
 """
 from typing import Optional, Tuple
@@ -32,7 +32,7 @@ def masked_mean(states: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
 
 
 class GlobalDocumentEncoding(nn.Module):
-    """The global encoding vector u_s and the document representation D it pools (eqs 5-7).
+    """The global encoding vector u_s and the document representation D it pools (Song eqs 5-7).
 
     Args:
         state_dim: size C of an encoder state h_i (and of u_s, as in the paper: u_s in R^{2 d_h}).
@@ -52,17 +52,17 @@ class GlobalDocumentEncoding(nn.Module):
         """states: B x S x C (h_i), padding_mask: B x S (True at padding) or None.
 
         Returns D: B x C and the pooling weights alpha: B x S (zero at padding, sum to 1 over the source)."""
-        u = torch.tanh(self.proj(states))  # B x S x C   (eq 5)
+        u = torch.tanh(self.proj(states))  # B x S x C   (Song eq 5)
         scores = torch.matmul(u, self.u_s)  # B x S   (u_i^T u_s)
         if padding_mask is not None:
             scores = scores.float().masked_fill(padding_mask, float("-inf")).type_as(scores)  # FP16-safe
-        alpha = torch.softmax(scores, dim=1)  # B x S   (eq 6)
-        document = torch.bmm(alpha.unsqueeze(1), states).squeeze(1)  # B x C   (eq 7)
+        alpha = torch.softmax(scores, dim=1)  # B x S   (Song eq 6)
+        document = torch.bmm(alpha.unsqueeze(1), states).squeeze(1)  # B x C   (Song eq 7)
         return document, alpha
 
 
 class SelectiveGate(nn.Module):
-    """g_i = sigmoid(W_g [h_i; u_s; D] + b_g), h'_i = g_i (.) h_i (eqs 8-9).
+    """g_i = sigmoid(W_g [h_i; u_s; D] + b_g), h'_i = g_i (.) h_i (Song eqs 8-9).
 
     Args:
         state_dim: size C of an encoder state h_i (the gate has the same size).
@@ -88,5 +88,5 @@ class SelectiveGate(nn.Module):
         weight_doc = self.proj.weight[:, self.state_dim:]  # C x (C_u + C_D)  (W_g's u_s and D columns)
         per_doc = [global_vector, document] if global_vector is not None else [document]
         constant = F.linear(torch.cat(per_doc, dim=1), weight_doc, self.proj.bias)  # B x C   (W_g [u_s; D] + b_g)
-        gate = torch.sigmoid(F.linear(states, weight_h) + constant.unsqueeze(1))  # B x S x C   (eq 8)
-        return gate * states, gate  # B x S x C each   (eq 9)
+        gate = torch.sigmoid(F.linear(states, weight_h) + constant.unsqueeze(1))  # B x S x C   (Song eq 8)
+        return gate * states, gate  # B x S x C each   (Song eq 9)

@@ -1,7 +1,7 @@
 """The output layer tied to the target embeddings (Paulus, Xiong & Socher 2017, section 2.4):
 
-    W_out = tanh(W_emb W_proj)                                               (eq 13)
-    p(y_t | u_t = 0) = softmax(W_out f_t + b_out)                            (eq 9, f_t = [h^d_t; c^e_t; c^d_t])
+    W_out = tanh(W_emb W_proj)                                               (Paulus eq 13)
+    p(y_t | u_t = 0) = softmax(W_out f_t + b_out)                            (Paulus eq 9, f_t = [h^d_t; c^e_t; c^d_t])
 
 W_emb (V x d_emb) is the target embedding matrix, restricted to its first ``num_regular`` rows (the regular
 words: the OOV markers after them have no output row, see modules/extended_vocabulary.py), and W_proj
@@ -30,7 +30,7 @@ def ProjectionWeight(embed_dim: int, out_dim: int) -> nn.Parameter:
 
 
 class SharedOutputProjection(nn.Module):
-    """Logits over the regular vocabulary, W_out f + b_out with W_out = tanh(W_emb W_proj) (eqs 9, 13).
+    """Logits over the regular vocabulary, W_out f + b_out with W_out = tanh(W_emb W_proj) (Paulus eqs 9, 13).
 
     Args:
         embed_tokens: the target embedding (nn.Embedding, V_ext x d_emb); not registered as a submodule.
@@ -85,10 +85,10 @@ class SharedOutputProjection(nn.Module):
             self._held = None
 
     def _compute(self) -> Tensor:
-        return torch.tanh(self.embed_weight @ self.proj)  # V x d_out   (eq 13)
+        return torch.tanh(self.embed_weight @ self.proj)  # V x d_out   (Paulus eq 13)
 
     def output_matrix(self) -> Tensor:
-        """W_out = tanh(W_emb W_proj), V x d_out  (eq 13)."""
+        """W_out = tanh(W_emb W_proj), V x d_out  (Paulus eq 13)."""
         if self._held is not None:
             return self._held
         embed, proj = self.embed_weight, self.proj  # V x d_emb, d_emb x d_out
@@ -106,7 +106,7 @@ class SharedOutputProjection(nn.Module):
         return output
 
     def forward(self, features: Tensor) -> Tensor:
-        """Logits over the regular vocabulary (the argument of eq 9's softmax).
+        """Logits over the regular vocabulary (the argument of Paulus eq 9's softmax).
 
         Args:
             features: ... x d_out (e.g. B x T x d_out, [h^d_t; c^e_t; c^d_t] for all steps).
@@ -118,4 +118,4 @@ class SharedOutputProjection(nn.Module):
                              f"expected feature_dim = {self.feature_dim}")
         weight = self.output_matrix()  # V x d_out
         bias = self.bias.to(features.dtype) if self.bias is not None else None  # V
-        return F.linear(features, weight.to(features.dtype), bias)  # ... x V   (eq 9, before the softmax)
+        return F.linear(features, weight.to(features.dtype), bias)  # ... x V   (Paulus eq 9, before the softmax)

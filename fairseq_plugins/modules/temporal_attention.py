@@ -2,21 +2,21 @@
 Abstractive Summarization", section 2.1).
 
 With encoder states h^e_i and decoder states h^d_t:
-    e_ti   = h^d_t^T W^e_attn h^e_i                                          (eqs 1-2)
-    e'_ti  = exp(e_ti)                                    at t = 1           (eq 3)
-    e'_ti  = exp(e_ti) / sum_{j<t} exp(e_ji)              at t > 1           (eq 3)
-    a_ti   = e'_ti / sum_j e'_tj                                             (eq 4)
-    c^e_t  = sum_i a_ti h^e_i                                                (eq 5)
+    e_ti   = h^d_t^T W^e_attn h^e_i                                          (Paulus eqs 1-2)
+    e'_ti  = exp(e_ti)                                    at t = 1           (Paulus eq 3)
+    e'_ti  = exp(e_ti) / sum_{j<t} exp(e_ji)              at t > 1           (Paulus eq 3)
+    a_ti   = e'_ti / sum_j e'_tj                                             (Paulus eq 4)
+    c^e_t  = sum_i a_ti h^e_i                                                (Paulus eq 5)
 
 A source position that earlier steps attended to strongly is penalised at later steps; a_t is also the copy
-distribution p(y_t = x_i | u_t = 1) of eq 10.
+distribution p(y_t = x_i | u_t = 1) of Paulus eq 10.
 
-Log space.  exp(e_ti) overflows float32 once e_ti > 88 and the sum over past steps grows with t, so eq 3 is
+Log space.  exp(e_ti) overflows float32 once e_ti > 88 and the sum over past steps grows with t, so Paulus eq 3 is
 never computed as written.  With the running log-sum-exp of the past scores
 
     L_{t-1,i} = log sum_{j<t} exp(e_ji)      (logcumsumexp over t),
 
-log e'_ti = e_ti - L_{t-1,i}, and eq 4 is a softmax over the source of these logits:
+log e'_ti = e_ti - L_{t-1,i}, and Paulus eq 4 is a softmax over the source of these logits:
 
     a_t = softmax_i(e_t - L_{t-1})   for t > 1,      a_1 = softmax_i(e_1).
 
@@ -77,10 +77,10 @@ def masked_softmax(logits: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
 
 
 def temporal_weights(scores: Tensor, padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """Eqs 3-4 for all steps at once, in log space.
+    """Paulus eqs 3-4 for all steps at once, in log space.
 
     Args:
-        scores: B x T x S, e_ti (eqs 1-2).
+        scores: B x T x S, e_ti (Paulus eqs 1-2).
         padding_mask: B x S, True at source padding (default None: no padding).
     Returns:
         attn: B x T x S, a_ti in the normalisation dtype (rows sum to 1, 0 at padding).
@@ -90,16 +90,16 @@ def temporal_weights(scores: Tensor, padding_mask: Optional[Tensor] = None) -> T
     running = torch.logcumsumexp(scores, dim=1)  # B x T x S   L_t
     previous = F.pad(running[:, :-1], (0, 0, 1, 0))  # B x T x S   L_{t-1}; 0 at t = 1 (a constant cancels)
     mask = padding_mask.unsqueeze(1) if padding_mask is not None else None  # B x 1 x S
-    attn = masked_softmax(scores - previous, mask)  # B x T x S   (eqs 3-4: log e'_ti = e_ti - L_{t-1,i})
+    attn = masked_softmax(scores - previous, mask)  # B x T x S   (Paulus eqs 3-4: log e'_ti = e_ti - L_{t-1,i})
     return attn, running
 
 
 def temporal_step_weights(scores: Tensor, running: Tensor, steps: Tensor,
                           padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """Eqs 3-4 for one step t, in log space.
+    """Paulus eqs 3-4 for one step t, in log space.
 
     Args:
-        scores: B x S, e_t (eqs 1-2).
+        scores: B x S, e_t (Paulus eqs 1-2).
         running: B x S, L_{t-1} (ignored in the rows where ``steps`` is 0).
         steps: B, t - 1, the number of steps already done in each row.
         padding_mask: B x S, True at source padding (default None).
@@ -111,7 +111,7 @@ def temporal_step_weights(scores: Tensor, running: Tensor, steps: Tensor,
     running = running.to(scores.dtype)  # B x S
     first = steps.eq(0).unsqueeze(1)  # B x 1   t = 1: no past step
     previous = running.masked_fill(first, 0.0)  # B x S   L_{t-1}, 0 at t = 1
-    attn = masked_softmax(scores - previous, padding_mask)  # B x S   (eqs 3-4)
+    attn = masked_softmax(scores - previous, padding_mask)  # B x S   (Paulus eqs 3-4)
     running = torch.where(first, scores, torch.logaddexp(previous, scores))  # B x S   L_t
     return attn, running
 
@@ -146,7 +146,7 @@ class StepScores(torch.autograd.Function):
 
 
 class IntraTemporalAttention(nn.Module):
-    """Paulus et al.'s intra-temporal attention over the encoder states (eqs 1-5).
+    """Paulus et al.'s intra-temporal attention over the encoder states (Paulus eqs 1-5).
 
     The parameter ``weight`` is W^e_attn (query_dim x key_dim), so e_ti = h^d_t^T W^e_attn h^e_i with no bias.
     The queries are whatever decoder state the caller passes as h^d_t (the paper: the decoder LSTM's output
@@ -175,7 +175,7 @@ class IntraTemporalAttention(nn.Module):
         if encoder_states.size(-1) != self.key_dim:
             raise ValueError(f"IntraTemporalAttention: encoder states of size {encoder_states.size(-1)}, "
                              f"expected key_dim = {self.key_dim}")
-        return share_across_steps(F.linear(encoder_states, self.weight))  # B x S x H_d   (half of eq 2)
+        return share_across_steps(F.linear(encoder_states, self.weight))  # B x S x H_d   (half of Paulus eq 2)
 
     def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
                 padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
@@ -192,9 +192,9 @@ class IntraTemporalAttention(nn.Module):
             state: {RUNNING: B x S, L_T;  STEPS: B, all T}: the step form continues from it (merge it into a
                 state from ``initial_state``).
         """
-        scores = torch.bmm(queries.to(keys.dtype), keys.transpose(1, 2))  # B x T x S   (eqs 1-2)
-        attn, running = temporal_weights(scores, padding_mask)  # B x T x S   (eqs 3-4)
-        context = torch.bmm(attn.to(values.dtype), values)  # B x T x H_e   (eq 5)
+        scores = torch.bmm(queries.to(keys.dtype), keys.transpose(1, 2))  # B x T x S   (Paulus eqs 1-2)
+        attn, running = temporal_weights(scores, padding_mask)  # B x T x S   (Paulus eqs 3-4)
+        context = torch.bmm(attn.to(values.dtype), values)  # B x T x H_e   (Paulus eq 5)
         steps = torch.full((queries.size(0),), queries.size(1), dtype=torch.long, device=queries.device)  # B
         return attn, context, {RUNNING: running[:, -1], STEPS: steps}
 
@@ -236,10 +236,10 @@ class IntraTemporalAttention(nn.Module):
         """
         keys = state[KEYS]  # B x S x H_d
         with torch.autocast(device_type=keys.device.type, enabled=False):  # one dtype: the keys'
-            scores = StepScores.apply(keys, query.to(keys.dtype), step_gradient(keys))  # B x S   (eqs 1-2)
-        attn, running = temporal_step_weights(scores, state[RUNNING], state[STEPS], padding_mask)  # (eqs 3-4)
+            scores = StepScores.apply(keys, query.to(keys.dtype), step_gradient(keys))  # B x S   (Paulus eqs 1-2)
+        attn, running = temporal_step_weights(scores, state[RUNNING], state[STEPS], padding_mask)  # (Paulus eqs 3-4)
         with torch.autocast(device_type=values.device.type, enabled=False):  # one dtype: the values'
-            context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x H_e  (eq 5)
+            context = WeightedSum.apply(attn.to(values.dtype), values, step_gradient(values))  # B x H_e  (Paulus eq 5)
         return attn, context, dict(state, **{RUNNING: running, STEPS: state[STEPS] + 1})
 
     def reorder_state(self, state: Dict[str, Tensor], new_order: Tensor) -> Dict[str, Tensor]:

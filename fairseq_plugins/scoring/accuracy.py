@@ -1,4 +1,4 @@
-"""Word accuracy of a generated summary (Shi et al. 2018, eq 17):
+"""Word accuracy of a generated summary (Shi et al. 2018, Shi eq 17):
 
     acc = (1/N) sum_i |w_pred^i ∩ w_target^i| / |w_target^i|
 

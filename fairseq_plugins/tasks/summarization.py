@@ -15,7 +15,7 @@ scores the reference with fairseq's SequenceScorer: no search, so these options 
 Validation by generation: ``--eval-accuracy`` and ``--eval-rouge`` summarize the validation set (or its first
 ``--eval-max-documents`` documents) at every validation with ``--eval-gen-args`` (greedy, up to 100 tokens, by
 default):
-  ``accuracy``: Shi et al.'s eq 17 in percent (fairseq_plugins/scoring/accuracy.py);
+  ``accuracy``: Shi eq 17 in percent (fairseq_plugins/scoring/accuracy.py);
   ``rouge_1``, ``rouge_2``, ``rouge_l``: F1 in percent, the mean over documents of what ``generate.sh --score``
   computes (OOV markers restored, detokenized, scored against DATA/ref/SPLIT.tgt with the exact Python ROUGE;
   fairseq_plugins/scoring/validation_rouge.py).  ``--eval-rouge-dir`` is the folder preprocess.sh wrote
@@ -259,7 +259,7 @@ class SummarizationTask(TranslationTask):
                     target=sample["target"].index_select(0, keep))
 
     def accuracy_sum(self, best, sample):
-        """Sum of eq 17's per-summary accuracies over the batch, and how many summaries it covers."""
+        """Sum of Shi eq 17's per-summary accuracies over the batch, and how many summaries it covers."""
         pad, eos, unk = self.tgt_dict.pad(), self.tgt_dict.eos(), self.tgt_dict.unk()
         total, count = 0.0, 0
         for tokens, target in zip(best, sample["target"]):
