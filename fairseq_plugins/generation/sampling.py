@@ -212,8 +212,8 @@ def choose(probs: Tensor, drawn: Tensor, pad: int, eos: int, bos: int, generator
     """Each row's token from its distribution (R' x V): argmax, or a draw for the rows ``drawn``; never padding
     or ``<s>``; ``</s>`` where the distribution is not finite or leaves nothing.  Returns (choice R', bad R').
 
-    A NaN or an infinity shows in a row's maximum, a negative value in its minimum (vectorised reductions;
-    ``torch.aminmax`` and ``isfinite().all()`` measured 10-25x slower).  The argmax runs only when some row is
+    A NaN or an infinity shows in a row's maximum, a negative value in its minimum (vectorised reductions,
+    much faster than ``torch.aminmax`` or ``isfinite().all()``: docs/design.md).  The argmax runs only when some row is
     greedy; a dead row's draw is discarded."""
     rows = probs.size(0)
     bad = ~(probs.amax(dim=1) < math.inf) | ~(probs.amin(dim=1) >= 0.0)  # R' (NaN fails every comparison)
@@ -237,8 +237,8 @@ def draw(probs: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
     By the inverse of the cumulative distribution, in float64: the first w whose cumulative mass exceeds
     u * total, u uniform in [0, 1), the product kept below the total (a guard of R values).  The cumulative
     sum never decreases, so the w found has probability > 0.  A row that is not a distribution (all 0, NaN)
-    gets some id below V, for the caller to discard.  (torch.multinomial draws one exponential variate
-    per vocabulary entry, which measured 15 ms per step for 86 rows of 4,000 words.)"""
+    gets some id below V, for the caller to discard.  (torch.multinomial draws one exponential variate per
+    vocabulary entry, which is slower: docs/design.md.)"""
     cumulative = probs.double().cumsum(dim=1)  # R x V
     total = cumulative[:, -1:]  # R x 1
     u = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=probs.device) * total  # R x 1

@@ -299,9 +299,11 @@ class DCALSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--no-communication", action="store_true",
                             help="agents exchange no messages (the paper's no-communication ablation)")
         parser.add_argument("--message-v1", action="store_true",
-                            help="eq 7's v1 as an H x H matrix after the tanh (default: v1 dropped) [interpretation]")
+                            help="Celikyilmaz eq 7's v1 as an H x H matrix after the tanh (default: v1 dropped) "
+                                 "[interpretation]")
         parser.add_argument("--no-contextual-agent-attention", action="store_true",
-                            help="the output layer does not read the previous step's document context (~eq 13)")
+                            help="the output layer does not read the previous step's document context "
+                                 "(~Celikyilmaz eq 13)")
         parser.add_argument("--no-copy", action="store_true", help="no multi-agent pointer: P(w) = P_voc(w)")
         parser.add_argument("--decoder-init-cell", choices=INIT_CELL,
                             help="decoder's initial cell: agent (projection of the first agent's final cells) or "
@@ -309,11 +311,12 @@ class DCALSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--encoder-hidden-size", type=int, metavar="N",
                             help="agent BiLSTM size per direction, and of the projected agent states")
         parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder LSTM size")
-        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (~eq 12)")
+        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
+                            help="size of V's output (~Celikyilmaz eq 12)")
         parser.add_argument("--attention-dim", type=int, metavar="N",
                             help="size inside the word and agent attentions' tanh (default: decoder hidden size)")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
-                            help="use the decoder embeddings as V' (~eq 12)")
+                            help="use the decoder embeddings as V' (~Celikyilmaz eq 12)")
         # fmt: on
         add_embedding_args(parser, pretrained=True)
 

@@ -105,8 +105,8 @@ class GlobalGateEncoder(FairseqEncoder):
 
     The two directions are two unidirectional GRUs over the right-padded batch, the backward one reading each
     document reversed inside its own length; this equals a bidirectional GRU over a packed sequence, without its
-    CPU backward pass, which zero-fills and accumulates a full-size input gradient at every time step (measured:
-    a third of a training step of global_gate_gru_small on LCSTS).
+    CPU backward pass, which zero-fills and accumulates a full-size input gradient at every time step
+    (docs/design.md).
 
     Returns a dict with batch-first tensors (the decoder attends batch-first):
         outputs: B x S x C, the gated states h'_i (C = 2 x hidden_size; h_i without the gate),
@@ -297,21 +297,21 @@ class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                             help="encoder GRU size per direction (states and u_s are 2N)")
         parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder GRU size")
         parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N",
-                            help="size of the maxout output m_t (eq 16); the readout r_t is twice as large")
+                            help="size of the maxout output m_t (Song eq 16); the readout r_t is twice as large")
         parser.add_argument("--attention-dim", type=int, metavar="N",
                             help="size inside the attention tanh (default: encoder state size)")
         parser.add_argument("--no-selective-gate", action="store_true",
-                            help="ablation: no selective gate, h'_i = h_i (eqs 8-9 removed)")
+                            help="ablation: no selective gate, h'_i = h_i (Song eqs 8-9 removed)")
         parser.add_argument("--no-global-encoding", action="store_true",
-                            help="ablation: no u_s; D is the mean of the encoder states, eqs 12/15 replace 18/19")
+                            help="ablation: no u_s; D is the mean of the encoder states, Song eqs 12/15 replace 18/19")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
-                            help="use the decoder embeddings as W_o (eq 17)")
+                            help="use the decoder embeddings as W_o (Song eq 17)")
         parser.add_argument("--copy", action="store_true",
                             help="add a copy switch and See et al.'s copy mixture over the attention (not in the "
                                  "paper): source OOV words become producible")
         parser.add_argument("--attention-query", choices=["previous", "current"],
-                            help="the decoder state the attention reads at step t: previous = s_{t-1} (eq 12/18 as "
-                                 "printed, the default), current = s_t (Luong's concat attention, which the "
+                            help="the decoder state the attention reads at step t: previous = s_{t-1} (Song eq 12/18 "
+                                 "as printed, the default), current = s_t (Luong's concat attention, which the "
                                  "paper's text names)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D",

@@ -136,8 +136,8 @@ class PGNEncoder(FairseqEncoder):
         """The BiLSTM over right-padded x (B x S x E), each document over its own length.
 
         Returns outputs B x S x 2H (zero at padding) and the final (h, c), each (layers*2) x B x H.  On a CPU a
-        PackedSequence is slow to train: measured 3x slower than plain LSTM calls (forward and backward, 36
-        documents of about 100 tokens), its backward pass allocating a tokens x 4H tensor per time step.  So
+        PackedSequence is slow to train, its backward pass allocating a tokens x 4H tensor per time step
+        (docs/design.md).  So
         the documents of each length run together as a plain tensor: one call when no document is padded (the
         usual case, fairseq batches documents of similar length), one per length up to
         ``MAX_LENGTH_GROUPS``, and a PackedSequence beyond that.  On a GPU a PackedSequence is one cuDNN call
@@ -442,7 +442,8 @@ class PGNDecoder(StepStateDecoder):
                     inputs = torch.cat([inputs, word.unsqueeze(1)], dim=1)  # B x (t+1)
                 outputs.append(self.forward(inputs, encoder_out, incremental_state=incremental_state))
         extras = [extra for _, extra in outputs]
-        extra = {key: torch.cat([e[key] for e in extras], dim=1) for key in extras[0] if torch.is_tensor(extras[0][key])}
+        extra = {key: torch.cat([e[key] for e in extras], dim=1)
+                 for key in extras[0] if torch.is_tensor(extras[0][key])}
         extra.update(attn=[torch.cat([e["attn"][0] for e in extras], dim=1)], src_tokens=extras[0]["src_tokens"])
         return torch.cat([logits for logits, _ in outputs], dim=1), extra  # B x T x V_reg, as ``forward``
 
@@ -468,7 +469,8 @@ def check_options(coverage_attention: bool, intra_temporal: bool, share_input_ou
                          "coverage loss, or --no-coverage)")
     if share_input_output_embed and shared_output_projection:
         raise ValueError("--share-decoder-input-output-embed and --shared-output-projection do not combine: each "
-                         "ties the output layer to the embeddings (eq 13 through a projection, the other directly)")
+                         "ties the output layer to the embeddings (Paulus eq 13 through a projection, the other "
+                         "directly)")
 
 
 @register_model("pgn_lstm")
@@ -501,7 +503,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--encoder-layers", type=int, metavar="N", help="number of encoder layers")
         parser.add_argument("--decoder-hidden-size", type=int, metavar="N", help="decoder LSTM size")
         parser.add_argument("--decoder-layers", type=int, metavar="N", help="number of decoder layers")
-        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (eq 4)")
+        parser.add_argument("--decoder-out-embed-dim", type=int, metavar="N", help="size of V's output (See eq 4)")
         parser.add_argument("--attention-dim", type=int, metavar="N",
                             help="size inside the attention tanh (default: the decoder hidden size; "
                                  "pgn_lstm_see2017: the encoder state size, 2 x encoder hidden)")
@@ -510,24 +512,26 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--no-coverage", action="store_true",
                             help="no coverage vector: neither in the attention nor for the coverage loss")
         parser.add_argument("--no-coverage-attention", dest="no_coverage_attention", action="store_true",
-                            help="keep the coverage vector for the coverage loss but attend without it (eq 1, not "
-                                 "eq 11): Shi et al.'s eq 4; the default of pgn_lstm_shi2018")
+                            help="keep the coverage vector for the coverage loss but attend without it (See eq 1, "
+                                 "not See eq 11): Shi eq 4; the default of pgn_lstm_shi2018")
         parser.add_argument("--coverage-attention", dest="no_coverage_attention", action="store_false",
-                            help="the coverage term w_c c_i^t in the attention (eq 11): the default, except in "
+                            help="the coverage term w_c c_i^t in the attention (See eq 11): the default, except in "
                                  "pgn_lstm_shi2018")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
-                            help="use the decoder embeddings as V' (eq 4)")
+                            help="use the decoder embeddings as V' (See eq 4)")
         parser.add_argument("--decoder-readout", choices=["see", "luong", "paulus"],
-                            help="see: See et al. eqs 4, 8; luong: Shi et al.'s attentional hidden state, eqs 3, 7, "
-                                 "9; paulus: Paulus et al.'s output and switch from [h^d_t; c^e_t; c^d_t], eqs 9-12, "
+                            help="see: See eqs 4, 8; luong: Shi et al.'s attentional hidden state, Shi eqs 3, 7, 9; "
+                                 "paulus: Paulus et al.'s output and switch from [h^d_t; c^e_t; c^d_t], Paulus eqs "
+                                 "9-12, "
                                  "without input feeding")
         parser.add_argument("--intra-temporal-attention", action="store_true",
-                            help="Paulus et al.'s intra-temporal attention over the input (eqs 1-5) instead of the "
-                                 "additive one; needs --no-coverage-attention or --no-coverage")
+                            help="Paulus et al.'s intra-temporal attention over the input (Paulus eqs 1-5) instead "
+                                 "of the additive one; needs --no-coverage-attention or --no-coverage")
         parser.add_argument("--intra-decoder-attention", action="store_true",
-                            help="Paulus et al.'s intra-decoder attention (eqs 6-8): the readout also reads c^d_t")
+                            help="Paulus et al.'s intra-decoder attention (Paulus eqs 6-8): the readout also "
+                                 "reads c^d_t")
         parser.add_argument("--shared-output-projection", action="store_true",
-                            help="output matrix tanh(W_emb W_proj) from the decoder embeddings (Paulus et al. eq 13)")
+                            help="output matrix tanh(W_emb W_proj) from the decoder embeddings (Paulus eq 13)")
         parser.add_argument("--own-prediction-prob", type=float, metavar="P",
                             help="in training, read the model's own previous prediction instead of the reference "
                                  "word with probability P (Paulus et al. section 6.1: 0.25; default 0, teacher "
@@ -538,7 +542,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                                  "layer, additive attention): the same numbers, more operations per step; for "
                                  "comparison and debugging")
         parser.add_argument("--embed-norm", action="store_true",
-                            help="normalize embeddings before the encoder and decoder LSTMs (Shi et al. eq 14)")
+                            help="normalize embeddings before the encoder and decoder LSTMs (Shi eq 14)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
         parser.add_argument("--dropout-out", type=float, metavar="D", help="dropout on LSTM outputs")
         # fmt: on

@@ -7,8 +7,7 @@ where k_i = W_h h_i + b_attn (computed once per source), q_t = W_s s_t (once per
 Why a custom autograd function: the tensor inside tanh is B x S x A, the largest one of a decoder step.  Written
 as plain tensor operations, every step allocates it twice (sum, tanh), makes five passes over it through main
 memory and keeps the tanh output alive until the backward pass, which then makes about nine more (the tanh and
-linear backward, the accumulation of the keys' gradient).  Measured on a 2-core CPU at B x S x A = 160 x 110
-x 512, one forward step took 38 ms that way and 7 ms here.
+linear backward, the accumulation of the keys' gradient): docs/design.md has the measurement.
 
 Here the batch is processed a few rows at a time, so each block (<= ``BLOCK_FLOATS`` floats per thread, by
 default a share of the L2 cache: modules/cpu_cache.py) stays in the CPU cache from the sum to the dot product
@@ -82,9 +81,8 @@ def _tanh_block(out: Tensor, keys: Tensor, weights: Optional[Tensor], terms: Ten
     """out <- tanh(k + q + w_c c) for one block of rows (``weights`` None: tanh(k + q)); n x S x A.
 
     On a CPU, in float32/float64, as tanh(f) = 2 sigmoid(2f) - 1 with the 2f from the same ``baddbmm``: torch's
-    CPU tanh runs at scalar speed (measured 0.4 G floats/s on one AMD EPYC core, torch 2.13, whatever the
-    vector instruction set), its sigmoid about ten times faster, and tanh was the largest single operator of a
-    pgn_lstm training step (16% of it).  The identity is exact; in float32 it costs at most 2e-7 absolute error
+    CPU tanh runs at scalar speed whatever the vector instruction set, its sigmoid about ten times faster
+    (docs/design.md).  The identity is exact; in float32 it costs at most 2e-7 absolute error
     (near f = 0).  Half precision and GPUs keep torch's tanh (there the cancellation near 0 would cost
     digits, and the GPU's tanh is fast)."""
     if keys.device.type == "cpu" and keys.dtype in (torch.float32, torch.float64):

