@@ -30,7 +30,6 @@ The machine is shared: the load average before and after is printed with the tab
 comparable within one run.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -41,7 +40,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CNNDM = ROOT.parent / "shared" / "data" / "cnndm_see2017" / "part_a.jsonl.gz"
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+from corpora import CNNDM, cnndm_documents, require  # noqa: E402
 BATCH = 8
 ARTICLES_PER_DOCUMENT = 8
 VOCAB_ARTICLES = 2000
@@ -58,15 +58,8 @@ def fail(message: str):
 
 # ---------------------------------------------------------------------------------------------- data
 def read_articles(count: int):
-    if not CNNDM.is_file():
-        fail(f"{CNNDM} not found (needs ../shared/data beside the repository)")
-    articles = []
-    with gzip.open(CNNDM, "rt", encoding="utf-8") as f:
-        for line in f:
-            articles.append(json.loads(line))
-            if len(articles) == count:
-                break
-    return articles
+    require(CNNDM, fail)
+    return cnndm_documents(count)
 
 
 def prepare(work: Path, lengths) -> Path:

@@ -99,7 +99,8 @@ from peers import onmt  # noqa: E402
 from reward_speed import RL_TARGET  # noqa: E402  (an RL update costs at most 2 x an ML update)
 
 ROOT = Path(__file__).resolve().parents[2]
-LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+from corpora import LCSTS, lcsts_convert, require  # noqa: E402
 
 # emb 128, bidirectional encoder 2 x 256, decoder 256, one layer each, same dropout.
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",
@@ -169,12 +170,10 @@ def prepare_lcsts(work: Path, bin_dir: Path) -> None:
     """Convert and binarize LCSTS PART_II (characters) unless already done."""
     if (bin_dir / "train.src-tgt.src.bin").exists():
         return
-    if not LCSTS.is_dir():
-        fail(f"{LCSTS} not found (needs ../shared/data beside the repository, or give --data-bin)")
+    require(LCSTS, fail, hint=", or give --data-bin")
     raw = work / "raw"
     for split, name in (("train", "train"), ("valid", "val")):
-        run(["summ-convert", "tsv", LCSTS / f"{name}.tsv", "--src-col", "1", "--tgt-col", "0",
-             "--out-prefix", raw / split])
+        run(lcsts_convert(f"{name}.tsv", raw / split))
     prepared = work / "prepared"
     run(["summ-prepare", "--raw-dir", raw, "--out-dir", prepared, "--lang", "zh", "--unit", "char",
          "--vocab-size", "4000", "--max-source-len", "150", "--max-target-len", "40", "--splits", "train,valid"])

@@ -24,7 +24,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List
 
-from lib import ROOT, SHARED, Experiment, lead, official_rouge, read_lines, write_lines
+from corpora import aclsum_raw, csl_raw
+from lib import ROOT, Experiment, lead, official_rouge, read_lines, write_lines
 
 CORPORA = {"aclsum": ("scitldr_small", "en"), "csl": ("lcsts_char", "zh")}
 LEAD = {"aclsum": 1, "csl": 20}  # the trivial baseline: the first sentence (English) or 20 characters (Chinese)
@@ -33,32 +34,13 @@ CHECKPOINTS = {"default": ("shipped", "checkpoint_best.pt"), "best_by_loss": ("b
 DIFF_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([-+\d.]+)\s+\[\s*([-+\d.]+),\s*([-+\d.]+)\]", re.M)
 
 
-def raw_aclsum(exp: Experiment, raw: Path) -> None:
-    for split, name in (("train", "train"), ("valid", "val"), ("test", "test")):
-        exp.run(["summ-convert", "jsonl", SHARED / "aclsum" / f"{name}.jsonl", "--src-field", "sentences.abstract",
-                 "--tgt-field", "summary.challenge", "--output-prefix", raw / split], f"convert_aclsum_{split}.log")
-
-
-def raw_csl(exp: Experiment, raw: Path) -> None:
-    """abstract -> title pairs: ydli files are ``to title<TAB>abstract<TAB>title``, clge ``title<TAB>abstract``."""
-    def pairs(name, src_col, tgt_col):
-        rows = [line.split("\t") for line in read_lines(SHARED / "csl_title" / name)]
-        return [(row[src_col], row[tgt_col]) for row in rows]
-
-    train = pairs("ydli_dev.tsv", 1, 2) + pairs("clge_val.tsv", 1, 0)
-    test = pairs("ydli_test.tsv", 1, 2)
-    for split, rows in (("train", train), ("valid", test[:200]), ("test", test[200:])):
-        write_lines(raw / f"{split}.src", [src for src, _ in rows])
-        write_lines(raw / f"{split}.tgt", [tgt for _, tgt in rows])
-
-
 def prepared(exp: Experiment, corpus: str) -> Path:
     config, _ = CORPORA[corpus]
     data = exp.work / corpus / "data"
     if not (data / "bin" / "dict.src.txt").is_file():
         raw = exp.work / corpus / "raw"
         raw.mkdir(parents=True, exist_ok=True)
-        (raw_aclsum if corpus == "aclsum" else raw_csl)(exp, raw)
+        (aclsum_raw if corpus == "aclsum" else csl_raw)(exp, raw)
         exp.run(["./preprocess.sh", "-c", config, raw, data], f"preprocess_{corpus}.log")
     return data
 

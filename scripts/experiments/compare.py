@@ -62,9 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
-from lib import (ROOT, Experiment, LockedError, abstraction, cnndm_raw, config_array, decode_facts,  # noqa: E402
-                 hold_lock, lcsts_raw, lead, official_rouge, option_groups, read_lines, repetition, train_facts,
-                 write_lines)
+from corpora import cnndm_raw, lcsts_raw  # noqa: E402
+from lib import (ROOT, Experiment, LockedError, abstraction, config_array, decode_facts, hold_lock,  # noqa: E402
+                 lead, official_rouge, option_groups, read_lines, repetition, train_facts, write_lines)
 
 SPLITS = ("train", "valid", "test")
 

@@ -6,8 +6,6 @@ Research-only corpora (LCSTS, CNN/DM) are read from ../shared/data and written o
 work directory, never into the repository.
 """
 import fcntl
-import gzip
-import json
 import os
 import socket
 import re
@@ -23,9 +21,6 @@ sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever chec
 from fairseq_plugins.scoring import summary_stats  # noqa: E402
 from fairseq_plugins.text import textio  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data"
-LCSTS = SHARED / "lcsts_part2"
-CNNDM = SHARED / "cnndm_see2017" / "part_a.jsonl.gz"
 ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 WPS = re.compile(r"\| train_inner \|.*?\bwps=([\d.]+)")
@@ -127,49 +122,6 @@ def read_lines(path: Path) -> List[str]:
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------------------------- corpora
-def lcsts_raw(exp: Experiment, raw: Path, valid_size: int = 500) -> Dict[str, int]:
-    """LCSTS PART_II: train.tsv -> raw/train.*; val.tsv in file order -> raw/valid.* (the first valid_size
-    pairs) and raw/test.* (the rest).  Returns the number of pairs per split."""
-    if not LCSTS.is_dir():
-        exp.fail(f"{LCSTS} not found (needs ../shared/data beside the repository)")
-    raw.mkdir(parents=True, exist_ok=True)
-    exp.run(["summ-convert", "tsv", LCSTS / "train.tsv", "--src-col", "1", "--tgt-col", "0",
-             "--out-prefix", raw / "train"], "convert_train.log")
-    exp.run(["summ-convert", "tsv", LCSTS / "val.tsv", "--src-col", "1", "--tgt-col", "0",
-             "--out-prefix", raw / "heldout"], "convert_val.log")
-    for side in ("src", "tgt"):
-        lines = read_lines(raw / f"heldout.{side}")
-        if not 0 < valid_size < len(lines):
-            exp.fail(f"the validation size must be in 1..{len(lines) - 1}")
-        write_lines(raw / f"valid.{side}", lines[:valid_size])
-        write_lines(raw / f"test.{side}", lines[valid_size:])
-        (raw / f"heldout.{side}").unlink()
-    return {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
-
-
-def cnndm_raw(exp: Experiment, raw: Path, test_size: int = 500, valid_size: int = 300) -> Dict[str, int]:
-    """CNN/DailyMail articles and reference highlights of See et al.'s released test set (10,000 documents,
-    lower-cased, PTB-tokenized; articles in full as released, 71 to 2,466 tokens, median 694, of which See et
-    al.'s models read the first 400; preprocess.sh truncates them to the config's --max-source-len, 800 in
-    configs/cnndm_small.conf), split by id: the first
-    ``test_size`` ids are the test set, the next ``valid_size`` the validation set, the rest the training set.
-    Reference sentences are joined with `` <q> `` (summary-level ROUGE-L splits on it)."""
-    if not CNNDM.is_file():
-        exp.fail(f"{CNNDM} not found (needs ../shared/data beside the repository)")
-    raw.mkdir(parents=True, exist_ok=True)
-    with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
-        docs = sorted((json.loads(line) for line in handle), key=lambda doc: doc["id"])
-    splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
-              "train": docs[test_size + valid_size:]}
-    for split, part in splits.items():
-        write_lines(raw / f"{split}.src", [" ".join(doc["article"].split()) for doc in part])
-        write_lines(raw / f"{split}.tgt", [" <q> ".join(" ".join(s.split()) for s in doc["reference"])
-                                           for doc in part])
-        write_lines(raw / f"{split}.ids", [doc["id"] for doc in part])
-    return {split: len(part) for split, part in splits.items()}
 
 
 # ----------------------------------------------------------------------------------------------- project steps

@@ -35,7 +35,6 @@ batch needs far more at the paper's).  The table goes to stdout, WORK/dry_run.md
 figures).
 """
 import argparse
-import gzip
 import json
 import os
 import re
@@ -51,7 +50,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import CNNDM, LCSTS, ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
+from corpora import CNNDM, LCSTS, cnndm_documents, lcsts_convert, require  # noqa: E402
+from lib import ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
 
 DRY_RUN_UPDATES = 3
 GPU_DRY_RUN_UPDATES = 6  # on a GPU: cheap, and the first updates there also pay for cuDNN's and cuBLAS's set-up
@@ -313,17 +313,13 @@ def write_slice(exp: Experiment, raw: Path, corpus: str) -> None:
     raw.mkdir(parents=True, exist_ok=True)
     total = SLICE_TRAIN + 2 * SLICE_HELD_OUT
     if corpus == "cnndm":
-        if not CNNDM.is_file():
-            exp.fail(f"{CNNDM} not found (needs ../shared/data beside the repository)")
-        with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
-            docs = [json.loads(line) for _, line in zip(range(total), handle)]
+        require(CNNDM, exp.fail)
+        docs = cnndm_documents(total)
         src = [" ".join(doc["article"].split()) for doc in docs]
         tgt = [" ".join(" ".join(s.split()) for s in doc["reference"]) for doc in docs]  # as summ-convert story
     else:
-        if not LCSTS.is_dir():
-            exp.fail(f"{LCSTS} not found (needs ../shared/data beside the repository)")
-        exp.run(["summ-convert", "tsv", LCSTS / "train.tsv", "--src-col", "1", "--tgt-col", "0",
-                 "--out-prefix", raw / "all"], "convert.log")
+        require(LCSTS, exp.fail)
+        exp.run(lcsts_convert("train.tsv", raw / "all"), "convert.log")
         src, tgt = (read_lines(raw / f"all.{side}")[:total] for side in ("src", "tgt"))
     bounds = {"train": (0, SLICE_TRAIN), "valid": (SLICE_TRAIN, SLICE_TRAIN + SLICE_HELD_OUT),
               "test": (SLICE_TRAIN + SLICE_HELD_OUT, total)}

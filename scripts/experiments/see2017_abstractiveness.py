@@ -18,14 +18,14 @@ and writes OUT.md (the command lines, both tables and the paper's figures) from 
 section comparing with the paper is prose written for this run (the constant ``COMPARISON``), marked as such.
 """
 import argparse
-import gzip
 import json
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import CNNDM, ROOT, Experiment, write_lines  # noqa: E402
+from corpora import CNNDM, cnndm_documents  # noqa: E402
+from lib import ROOT, Experiment, write_lines  # noqa: E402
 
 SYSTEMS = ("baseline", "pointer_gen", "pointer_gen_cov")
 ENCODER_STEPS = 400  # See et al., section 5: articles truncated to 400 tokens for training and test
@@ -68,10 +68,7 @@ COMPARISON = """Written by hand after the run of 2026-11-25 on all 10,000 docume
 
 
 def load(docs: int):
-    with gzip.open(CNNDM, "rt", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
-    rows.sort(key=lambda row: row["id"])
-    return rows[:docs] if docs else rows
+    return cnndm_documents(docs or None, by_id=True)
 
 
 def write_inputs(work: Path, rows):

@@ -36,7 +36,6 @@ Threads: torch uses one thread per core unless OMP_NUM_THREADS is set; on a shar
 """
 import argparse
 import csv
-import gzip
 import os
 import re
 import shlex
@@ -46,9 +45,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpora import CNNDM, cnndm_lines, require  # noqa: E402
 from lib import ROOT, config_array  # noqa: E402
 
-CNNDM = ROOT.parent / "shared" / "data" / "cnndm_see2017" / "part_a.jsonl.gz"
 SCITLDR = ROOT / "data" / "scitldr"
 LR = "0.15"  # See et al. (2017), section 5
 VARIANTS = {  # name: (label, optimizer options)
@@ -97,19 +96,14 @@ def without_options(args: list, names) -> list:
 
 # ------------------------------------------------------------------------------------------------ data
 def raw_cnndm(raw: Path, docs: int, logs: Path) -> None:
-    if not CNNDM.exists():
-        sys.exit(f"see2017_adagrad: {CNNDM} not found (needs ../shared/data beside the repository); "
-                 "or use --data scitldr")
+    require(CNNDM, lambda message: sys.exit(f"see2017_adagrad: {message}; or use --data scitldr"))
     if docs <= 2 * VALID_AND_TEST:
         sys.exit(f"see2017_adagrad: --docs must be more than {2 * VALID_AND_TEST} for cnndm "
                  f"({VALID_AND_TEST} valid + {VALID_AND_TEST} test + training), got {docs}")
     raw.mkdir(parents=True, exist_ok=True)
     head = raw / "part_a.head.jsonl"
-    with gzip.open(CNNDM, "rt", encoding="utf-8") as source, head.open("w", encoding="utf-8") as out:
-        for count, line in enumerate(source):
-            if count == docs:
-                break
-            out.write(line)
+    with head.open("w", encoding="utf-8") as out:
+        out.writelines(cnndm_lines(docs))
     run(["summ-convert", "jsonl", head, "--src-field", "article", "--tgt-field", "reference",
          "--out-prefix", raw / "all"], logs / "convert.log")
     run(["summ-convert", "split", "--in-prefix", raw / "all", "--out-dir", raw,

@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 from compare import code_record, comparable, training_code  # noqa: E402
+from corpora import LCSTS, lcsts_convert, require  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-LCSTS = ROOT.parent / "shared" / "data" / "lcsts_part2"
 ROWS = {
     1: "baseline",
     2: "+ word2vec",
@@ -89,12 +89,9 @@ def prepare(work: Path):
     """Raw splits, preprocessing and word2vec, each skipped when already there."""
     raw, data, w2v = work / "raw", work / "data", work / "w2v.bin"
     if not (raw / "test.tgt").exists():
-        if not LCSTS.is_dir():
-            sys.exit(f"shi2018_table1: {LCSTS} not found (needs ../shared/data beside the repository)")
-        run(["summ-convert", "tsv", str(LCSTS / "train.tsv"), "--src-col", "1", "--tgt-col", "0",
-             "--out-prefix", str(raw / "train")])
-        run(["summ-convert", "tsv", str(LCSTS / "val.tsv"), "--src-col", "1", "--tgt-col", "0",
-             "--out-prefix", str(raw / "val")])
+        require(LCSTS, lambda message: sys.exit(f"shi2018_table1: {message}"))
+        run(list(map(str, lcsts_convert("train.tsv", raw / "train"))))
+        run(list(map(str, lcsts_convert("val.tsv", raw / "val"))))
         for side in ("src", "tgt"):
             lines = (raw / f"val.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
             (raw / f"valid.{side}").write_text("".join(lines[:500]), encoding="utf-8")
