@@ -64,7 +64,7 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
     import json
 
     import dca2018_report as report
-    from compare import code_record, training_code
+    from records import code_record, training_code
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data"):

@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import compare  # noqa: E402
+import records  # noqa: E402
 from conftest import run  # noqa: E402
 from lib import Experiment  # noqa: E402
 
@@ -70,15 +71,15 @@ def test_an_interrupted_system_resumes_only_when_it_was_started_with_the_same_re
     model = interrupted_run(exp, "pgn")
     (model / "checkpoint_last.pt").write_bytes(b"old last")
     compare.mark_started(model, want, 60.0)
-    started = json.loads((model / compare.STARTED).read_text())
+    started = json.loads((model / records.STARTED).read_text())
     started["started_at"] -= 30.0  # its last checkpoint was saved 30 s after it started
-    (model / compare.STARTED).write_text(json.dumps(started))
+    (model / records.STARTED).write_text(json.dumps(started))
 
     trained, facts = compare.train(exp, tmp_path / "data", system, retrain=False)
     assert len(exp.commands) == 1 and (model / "checkpoint_last.pt").read_bytes() == b"old last"  # resumed
     assert (exp.logs / "train_pgn.log").read_text().startswith("num_updates=3\n")  # the first attempt's log kept
     assert abs(facts["train_min"] * 60 - (60.0 + 30.0 + 42.0)) < 1.0
-    assert not (model / compare.STARTED).exists() and compare.read_record(model) == want
+    assert not (model / records.STARTED).exists() and records.read_record(model) == want
 
     other = ("pgn", "lcsts_char", ["--copy"], None, 12)  # another budget: never resumed from this run
     (model / "train_seconds").unlink()
@@ -95,7 +96,8 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     configs.mkdir(parents=True)
     (configs / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
     (configs / "rl.conf").write_text("TRAIN_ARGS=(--criterion self_critical_rouge)\n")
-    monkeypatch.setattr(compare, "ROOT", tmp_path / "root")
+    for script in (compare, records):
+        monkeypatch.setattr(script, "ROOT", tmp_path / "root")
     data = tmp_path / "data"
     data.mkdir()
     (data / "prep.json").write_text('{"settings": {"lang": "zh"}}')
@@ -122,7 +124,7 @@ def test_a_finished_system_is_reused_only_when_its_training_record_matches(tmp_p
     assert exp.commands[-1][:4] == ["{}/train.sh".format(tmp_path / "root"), "-c", "rl", "--force-config"]
     assert trains(("pgn", "cfg", [], None, 5000)) == 1  # the parent changed ...
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # ... so its child is trained again
-    (exp.work / "models" / "rl" / compare.RECORD).unlink()
+    (exp.work / "models" / "rl" / records.RECORD).unlink()
     assert trains(("rl", "rl", [], "pgn", 3)) == 1  # no record: cannot be checked
 
 
@@ -137,8 +139,9 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
     module.write_text("A = 1\n")
     (root / "configs" / "base.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
     (root / "configs" / "cfg.conf").write_text('source "$(dirname "${BASH_SOURCE[0]}")/base.conf"\n')
-    monkeypatch.setattr(compare, "ROOT", root)
-    monkeypatch.setattr(compare, "git_commit", lambda: "abc1234")
+    for script in (compare, records):
+        monkeypatch.setattr(script, "ROOT", root)
+    monkeypatch.setattr(records, "git_commit", lambda: "abc1234")
     data = tmp_path / "data"
     data.mkdir()
     (data / "prep.json").write_text("{}")
@@ -151,19 +154,19 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
         return len(exp.commands) - before, facts.get("older_code")
 
     assert trains() == (1, None) and trains() == (0, None)
-    monkeypatch.setattr(compare, "git_commit", lambda: "abc9999")
+    monkeypatch.setattr(records, "git_commit", lambda: "abc9999")
     assert trains() == (0, None)  # a commit that changes none of its files: reused
-    monkeypatch.setattr(compare, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(records, "git_commit", lambda: "abc1234")
     module.write_text("A = 2\n")  # the package changed
-    monkeypatch.setattr(compare, "git_commit", lambda: "def5678")
+    monkeypatch.setattr(records, "git_commit", lambda: "def5678")
     assert trains(reuse_stale=True) == (0, "abc1234")  # kept, and said to be older code
     assert trains() == (1, None)  # without --reuse-stale: trained again, now on def5678
     (root / "configs" / "base.conf").write_text("TRAIN_ARGS=(--lr 0.002)\n")  # the sourced config changed
-    record = compare.read_record(exp.work / "models" / "pgn")
+    record = records.read_record(exp.work / "models" / "pgn")
     assert record["config_text"] == (root / "configs" / "cfg.conf").read_text()  # the sourcing file's own text
     assert trains() == (1, None)
-    real_version = compare.package_version
-    monkeypatch.setattr(compare, "package_version", lambda name: "9.9" if name == "torch" else real_version(name))
+    real_version = records.package_version
+    monkeypatch.setattr(records, "package_version", lambda name: "9.9" if name == "torch" else real_version(name))
     assert trains(reuse_stale=True) == (0, "def5678")  # another torch: the code record again
     (data / "prep.json").write_text('{"settings": {}}')  # other data: never kept by --reuse-stale
     assert trains(reuse_stale=True) == (1, None)
@@ -216,7 +219,7 @@ def test_a_decode_is_reused_only_with_the_same_command_checkpoint_test_data_and_
 
 
 def test_the_decoding_code_is_the_plugins_without_the_criterions_and_generate_sh():
-    files = compare.decoding_code()
+    files = records.decoding_code()
     assert ROOT / "generate.sh" in files and ROOT / "fairseq_plugins" / "generation" / "sampling.py" in files
     assert ROOT / "fairseq_plugins" / "models" / "dca_lstm.py" in files and ROOT / "configs" / "cnndm_small.conf" in files
     assert not any("criterions" in f.parts for f in files)

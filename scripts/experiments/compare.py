@@ -45,14 +45,11 @@ first (host, pid, Slurm job); every system's checkpoint folder is locked by trai
 updates on a slice of ../shared/data, parameters, memory, s/update and the whole run's FLOPs; WORK/dry_run/).
 """
 import argparse
-import hashlib
-import importlib.metadata
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,13 +61,12 @@ import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
 from corpora import cnndm_raw, lcsts_raw  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, config_array, decode_facts, hold_lock,  # noqa: E402
-                 lead, official_rouge, option_groups, read_lines, repetition, train_facts, write_lines)
+                 lead, official_rouge, read_lines, repetition, train_facts, write_lines)
+from records import (code_record, decoding_code, git_commit, mark_started, package_version,  # noqa: E402
+                     read_record, record_training, resume_point, reuse_verdict, sha256, test_data, training_code)
 
 SPLITS = ("train", "valid", "test")
 
-RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
-SOURCED = re.compile(r'^\s*(?:source|\.)\s+"?\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([\w.-]+\.conf)"?', re.M)
-STARTED = "training.started.json"  # beside a training under way: its record, when it started, earlier attempts
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,91 +203,10 @@ def training_record(exp: Experiment, data: Path, system) -> dict:
     }
 
 
-def code_record(files: list) -> dict:
-    """The code a step runs: one SHA-256 over ``files`` and the versions of fairseq and torch, with the commit
-    of the checkout when it is a git checkout (what a row trained on older code names)."""
-    return {"sha256": sha256(files), "fairseq": package_version("fairseq-fixed"), "torch": package_version("torch"),
-            "commit": git_commit()}
-
-
-def package_version(name: str) -> Optional[str]:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def git_commit() -> Optional[str]:
-    """HEAD of the repository (None outside a git checkout); "+" marks uncommitted changes."""
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+" if dirty else "")
-
-
-def config_chain(config: str) -> list:
-    """configs/CONFIG.conf and every config it sources (``source .../X.conf``), recursively."""
-    chain, todo = [], [ROOT / "configs" / f"{config}.conf"]
-    while todo:
-        path = todo.pop()
-        if path in chain or not path.is_file():
-            continue
-        chain.append(path)
-        todo += [path.parent / name for name in SOURCED.findall(path.read_text(encoding="utf-8"))]
-    return chain
-
-
-def training_code(config: str) -> list:
-    """The files a training runs: train.sh and what it sources (scripts/lib.sh, the launchers' common.sh), the
-    config and the configs it sources, and every module of fairseq_plugins/."""
-    scripts = [ROOT / "train.sh", ROOT / "scripts" / "lib.sh", ROOT / "scripts" / "launch" / "common.sh"]
-    return [path for path in scripts if path.is_file()] + config_chain(config) + sorted(
-        (ROOT / "fairseq_plugins").rglob("*.py"))
-
-
 def data_config(data: Path) -> Optional[str]:
     """The config that prepared ``data`` (DATA/config.json), None when it records none."""
     record = data / "config.json"
     return json.loads(record.read_text(encoding="utf-8"))["name"] if record.is_file() else None
-
-
-def read_record(model: Path) -> Optional[dict]:
-    record = model / RECORD
-    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-
-
-def comparable(record: Optional[dict]) -> Optional[dict]:
-    """A training record as it is compared: its options, and its parent's, as fairseq reads them
-    (``option_groups``: the same options in another order are the same training), and its code without the
-    commit (a commit that changes no file the training runs changes nothing)."""
-    if record is None:
-        return None
-    code = {key: value for key, value in (record.get("code") or {}).items() if key != "commit"} or None
-    return dict(record, train_options=option_groups(record.get("train_options") or []), code=code,
-                parent=comparable(record.get("parent")))
-
-
-def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False):
-    """(why it is retrained, or None to reuse it; the commit of older code it keeps, or None) for the system in
-    ``model``: reused when it finished training with exactly ``want``, or, with ``reuse_stale``, with ``want``
-    but for the code (then the row says so)."""
-    finished = (model / "train_seconds").is_file()  # written only when training ran to the end
-    if not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
-        return "no finished training", None
-    have = read_record(model)
-    if have is None:
-        return f"no {RECORD} (trained before training records existed), so its options cannot be checked", None
-    compared_have, compared_want = comparable(have), comparable(want)
-    changed = [key for key in compared_want if compared_have.get(key) != compared_want[key]]
-    if changed == ["code"] and reuse_stale:
-        return None, (have.get("code") or {}).get("commit") or "unrecorded"
-    if "code" in changed:
-        changed[changed.index("code")] = "code (fairseq_plugins/, train.sh, its config, fairseq or torch)"
-    return (f"its {', '.join(changed)} changed" if changed else None), None
 
 
 def train(exp: Experiment, data: Path, system, retrain: bool, reuse_stale: bool = False):
@@ -321,25 +236,6 @@ def train(exp: Experiment, data: Path, system, retrain: bool, reuse_stale: bool 
     return model, trained_facts(exp, data, model, label)
 
 
-def resume_point(model: Path, want: dict) -> Optional[float]:
-    """The seconds of training an interrupted run of exactly ``want`` saved in its checkpoint_last.pt (each
-    attempt from its start to its last checkpoint), or None when there is no such run to resume."""
-    started, last = model / STARTED, model / "checkpoint_last.pt"
-    if not started.is_file() or not last.is_file():
-        return None
-    run = json.loads(started.read_text(encoding="utf-8"))
-    if comparable(run.get("record")) != comparable(want):
-        return None
-    return run["seconds_before"] + max(0.0, last.stat().st_mtime - run["started_at"])
-
-
-def mark_started(model: Path, want: dict, seconds_before: float) -> None:
-    """Written before train.sh runs, so that an interruption can be resumed (``resume_point``)."""
-    model.mkdir(parents=True, exist_ok=True)
-    started = {"record": want, "started_at": time.time(), "seconds_before": seconds_before}
-    (model / STARTED).write_text(json.dumps(started, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def start_afresh(exp: Experiment, model: Path, label: str, verdict: str) -> None:
     if (model / "train_seconds").is_file():
         exp.log(f"{label}: training again from the start: {verdict}")
@@ -360,13 +256,6 @@ def train_command(exp: Experiment, data: Path, system, launcher=None) -> list:
             "--max-update", updates]
 
 
-def record_training(model: Path, want: dict, seconds: float) -> None:
-    """A finished training: its record (``training_record``) and its time, which mark it reusable."""
-    (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (model / "train_seconds").write_text(f"{seconds:.1f}\n")
-    (model / STARTED).unlink(missing_ok=True)
-
-
 def trained_facts(exp: Experiment, data: Path, model: Path, label: str) -> dict:
     facts = train_facts(exp.logs / f"train_{label}.log")
     facts["train_min"] = float((model / "train_seconds").read_text()) / 60
@@ -384,28 +273,6 @@ def checkpoint_stats(exp: Experiment, data: Path, model: Path, label: str) -> di
         exp.run([sys.executable, ROOT / "scripts" / "attention_stats.py", model / "checkpoint_best.pt", data / "bin",
                  "--split", "valid", "--max-tokens", "20000"], f"valid_stats_{label}.log", stdout=stats)
     return {f"valid_{key}": value for key, value in json.loads(stats.read_text(encoding="utf-8")).items()}
-
-
-def sha256(paths) -> str:
-    """One SHA-256 over the files ``paths`` (their paths relative to the repository, and their bytes)."""
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def decoding_code() -> list:
-    """The files a decode's summaries depend on besides the checkpoint: generate.sh, the configs and
-    fairseq_plugins/ without its criterions (which only training reads)."""
-    plugins = [p for p in (ROOT / "fairseq_plugins").rglob("*.py") if "criterions" not in p.parts]
-    return [ROOT / "generate.sh", ROOT / "scripts" / "lib.sh", *(ROOT / "configs").glob("*.conf"), *plugins]
-
-
-def test_data(data: Path) -> list:
-    """The prepared files a decode of the test split reads."""
-    return [data / "prep.json", *(data / "bin").glob("dict*.txt"), *(data / "bin").glob("test.*"),
-            *(data / "tok").glob("test.*")]
 
 
 def decode(exp: Experiment, cmd: list, data: Path, model: Path, hyps: Path, log_name: str, n_test: int) -> None:

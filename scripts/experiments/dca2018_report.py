@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from compare import code_record, training_code  # noqa: E402
+from records import code_record, training_code  # noqa: E402
 from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, read_lines, repetition, sentences,  # noqa: E402
                  train_facts, verdict)
 from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402

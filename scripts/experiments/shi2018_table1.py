@@ -47,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
-from compare import code_record, comparable, training_code  # noqa: E402
+from records import code_record, comparable, training_code  # noqa: E402
 from corpora import LCSTS, lcsts_convert, require  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

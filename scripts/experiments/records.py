@@ -1,0 +1,156 @@
+"""The training and decode records of the experiment scripts: what made a trained system or a decode, compared to
+decide whether it is reused, resumed or run again (compare.py's steps; shi2018_table1.py and the reports read them).
+
+A training record (MODEL/training.json) holds the train.sh options, the config file's text, the data's prep.json,
+a continued system's parent record and the code: one SHA-256 of train.sh, scripts/lib.sh, the launchers' common.sh,
+the config chain and fairseq_plugins/, with fairseq's and torch's versions and the commit.  Records are compared
+with the options as fairseq reads them (any order) and the code without its commit (``comparable``).
+"""
+import hashlib
+import importlib.metadata
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+from lib import ROOT, Experiment, option_groups
+
+
+RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
+
+
+SOURCED = re.compile(r'^\s*(?:source|\.)\s+"?\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([\w.-]+\.conf)"?', re.M)
+
+
+STARTED = "training.started.json"  # beside a training under way: its record, when it started, earlier attempts
+
+
+def code_record(files: list) -> dict:
+    """The code a step runs: one SHA-256 over ``files`` and the versions of fairseq and torch, with the commit
+    of the checkout when it is a git checkout (what a row trained on older code names)."""
+    return {"sha256": sha256(files), "fairseq": package_version("fairseq-fixed"), "torch": package_version("torch"),
+            "commit": git_commit()}
+
+
+def package_version(name: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> Optional[str]:
+    """HEAD of the repository (None outside a git checkout); "+" marks uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
+
+
+def config_chain(config: str) -> list:
+    """configs/CONFIG.conf and every config it sources (``source .../X.conf``), recursively."""
+    chain, todo = [], [ROOT / "configs" / f"{config}.conf"]
+    while todo:
+        path = todo.pop()
+        if path in chain or not path.is_file():
+            continue
+        chain.append(path)
+        todo += [path.parent / name for name in SOURCED.findall(path.read_text(encoding="utf-8"))]
+    return chain
+
+
+def training_code(config: str) -> list:
+    """The files a training runs: train.sh and what it sources (scripts/lib.sh, the launchers' common.sh), the
+    config and the configs it sources, and every module of fairseq_plugins/."""
+    scripts = [ROOT / "train.sh", ROOT / "scripts" / "lib.sh", ROOT / "scripts" / "launch" / "common.sh"]
+    return [path for path in scripts if path.is_file()] + config_chain(config) + sorted(
+        (ROOT / "fairseq_plugins").rglob("*.py"))
+
+
+def read_record(model: Path) -> Optional[dict]:
+    record = model / RECORD
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
+def comparable(record: Optional[dict]) -> Optional[dict]:
+    """A training record as it is compared: its options, and its parent's, as fairseq reads them
+    (``option_groups``: the same options in another order are the same training), and its code without the
+    commit (a commit that changes no file the training runs changes nothing)."""
+    if record is None:
+        return None
+    code = {key: value for key, value in (record.get("code") or {}).items() if key != "commit"} or None
+    return dict(record, train_options=option_groups(record.get("train_options") or []), code=code,
+                parent=comparable(record.get("parent")))
+
+
+def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False):
+    """(why it is retrained, or None to reuse it; the commit of older code it keeps, or None) for the system in
+    ``model``: reused when it finished training with exactly ``want``, or, with ``reuse_stale``, with ``want``
+    but for the code (then the row says so)."""
+    finished = (model / "train_seconds").is_file()  # written only when training ran to the end
+    if not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+        return "no finished training", None
+    have = read_record(model)
+    if have is None:
+        return f"no {RECORD} (trained before training records existed), so its options cannot be checked", None
+    compared_have, compared_want = comparable(have), comparable(want)
+    changed = [key for key in compared_want if compared_have.get(key) != compared_want[key]]
+    if changed == ["code"] and reuse_stale:
+        return None, (have.get("code") or {}).get("commit") or "unrecorded"
+    if "code" in changed:
+        changed[changed.index("code")] = "code (fairseq_plugins/, train.sh, its config, fairseq or torch)"
+    return (f"its {', '.join(changed)} changed" if changed else None), None
+
+
+def resume_point(model: Path, want: dict) -> Optional[float]:
+    """The seconds of training an interrupted run of exactly ``want`` saved in its checkpoint_last.pt (each
+    attempt from its start to its last checkpoint), or None when there is no such run to resume."""
+    started, last = model / STARTED, model / "checkpoint_last.pt"
+    if not started.is_file() or not last.is_file():
+        return None
+    run = json.loads(started.read_text(encoding="utf-8"))
+    if comparable(run.get("record")) != comparable(want):
+        return None
+    return run["seconds_before"] + max(0.0, last.stat().st_mtime - run["started_at"])
+
+
+def mark_started(model: Path, want: dict, seconds_before: float) -> None:
+    """Written before train.sh runs, so that an interruption can be resumed (``resume_point``)."""
+    model.mkdir(parents=True, exist_ok=True)
+    started = {"record": want, "started_at": time.time(), "seconds_before": seconds_before}
+    (model / STARTED).write_text(json.dumps(started, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def record_training(model: Path, want: dict, seconds: float) -> None:
+    """A finished training: its record (``training_record``) and its time, which mark it reusable."""
+    (model / RECORD).write_text(json.dumps(want, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (model / "train_seconds").write_text(f"{seconds:.1f}\n")
+    (model / STARTED).unlink(missing_ok=True)
+
+
+def sha256(paths) -> str:
+    """One SHA-256 over the files ``paths`` (their paths relative to the repository, and their bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def decoding_code() -> list:
+    """The files a decode's summaries depend on besides the checkpoint: generate.sh, the configs and
+    fairseq_plugins/ without its criterions (which only training reads)."""
+    plugins = [p for p in (ROOT / "fairseq_plugins").rglob("*.py") if "criterions" not in p.parts]
+    return [ROOT / "generate.sh", ROOT / "scripts" / "lib.sh", *(ROOT / "configs").glob("*.conf"), *plugins]
+
+
+def test_data(data: Path) -> list:
+    """The prepared files a decode of the test split reads."""
+    return [data / "prep.json", *(data / "bin").glob("dict*.txt"), *(data / "bin").glob("test.*"),
+            *(data / "tok").glob("test.*")]
