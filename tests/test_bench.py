@@ -18,6 +18,8 @@ from conftest import ROOT, run
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 import flops  # noqa: E402
 import throughput  # noqa: E402
+import throughput_measures as measures  # noqa: E402
+import throughput_runners as runners  # noqa: E402
 from peers import onmt  # noqa: E402
 
 TINY = flops.Sizes(embed=2, encoder_hidden=3, decoder_hidden=4, attention=5, out_embed=3, vocab=7)  # C = 6
@@ -158,7 +160,7 @@ def build_row(name: str, data_dir: Path):
 
     fairseq_plugins.register()
     argv = [str(data_dir), "--user-dir", str(ROOT / "fairseq_plugins"), "--task", "summarization", "-s", "src",
-            "-t", "tgt", *throughput.MODELS[name], *throughput.SIZES, "--optimizer", "adam", "--lr", "0.001", "--cpu"]
+            "-t", "tgt", *throughput.MODELS[name], *runners.SIZES, "--optimizer", "adam", "--lr", "0.001", "--cpu"]
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     return tasks.setup_task(cfg.task).build_model(cfg.model)
 
@@ -222,7 +224,7 @@ def test_dca_row_builds_the_stated_model(row_data):
     }
     assert {key: got.get(key) for key in expected} == expected
     encoder = model.encoder
-    assert encoder.num_agents == throughput.DCA_AGENTS == 3 and len(encoder.agents.contextual) == throughput.DCA_LAYERS
+    assert encoder.num_agents == runners.DCA_AGENTS == 3 and len(encoder.agents.contextual) == runners.DCA_LAYERS
     assert encoder.split == "sentences" and encoder.dictionary.index("。") in encoder.boundaries.tolist()
     assert "encoder.agents.combine.0.v1.weight" not in got and model.decoder.copy
 
@@ -344,16 +346,16 @@ def bench_args(**overrides):
 def test_blocking_rows_command_lines():
     args = bench_args()
     assert args.modes == {"fixed": 40, "own": 1}
-    ours = [str(c) for c in throughput.fairseq_decode_command("pgn_lstm", args, Path("sub"), Path("m"), 1, 3)]
+    ours = [str(c) for c in runners.fairseq_decode_command("pgn_lstm", args, Path("sub"), Path("m"), 1, 3)]
     line = " ".join(ours)
     assert "--task summarization" in line and "--block-ngram-repeat 3" in line
     assert "--no-repeat-ngram-size" not in line and "--min-len 1 " in line and "--beam 5" in line
     assert "--max-len-a 0 --max-len-b 40" in line and "--quiet" not in line  # hypotheses printed for rep3
-    stock = " ".join(map(str, throughput.fairseq_decode_command("lstm", args, Path("sub"), Path("m"), 40, 3)))
+    stock = " ".join(map(str, runners.fairseq_decode_command("lstm", args, Path("sub"), Path("m"), 40, 3)))
     assert "--task translation -s src -t tgt --required-batch-size-multiple 1" in stock
     assert "--no-repeat-ngram-size 3" in stock and "--block-ngram-repeat" not in stock and "--min-len 40" in stock
     for name in ("lstm", "pgn_lstm"):
-        plain = " ".join(map(str, throughput.fairseq_decode_command(name, args, Path("s"), Path("m"), 40, 0)))
+        plain = " ".join(map(str, runners.fairseq_decode_command(name, args, Path("s"), Path("m"), 40, 0)))
         assert "ngram" not in plain
     assert bench_args(min_len=7).modes == {"own": 7} and bench_args(lengths="fixed").modes == {"fixed": 40}
     with pytest.raises(SystemExit):
@@ -366,10 +368,10 @@ def test_new_rows_command_lines():
                                                    "--coverage-lambda 0"),
                            ("dca_lstm", "--arch dca_lstm --num-agents 3 --contextual-layers 2 --criterion "
                                         "semantic_cohesion --cohesion-lambda 0.1 --coverage-lambda 0")):
-        train = " ".join(map(str, throughput.fairseq_train_command(name, args, Path("bin"), Path("m"))))
-        assert f"--task summarization {expected} {' '.join(throughput.SIZES)} --optimizer adam" in train
+        train = " ".join(map(str, runners.fairseq_train_command(name, args, Path("bin"), Path("m"))))
+        assert f"--task summarization {expected} {' '.join(runners.SIZES)} --optimizer adam" in train
         assert "--max-tokens 4000 --max-update 60" in train and "--agent-boundaries" not in train  # the default
-        decode = " ".join(map(str, throughput.fairseq_decode_command(name, args, Path("s"), Path("m"), 40, 3)))
+        decode = " ".join(map(str, runners.fairseq_decode_command(name, args, Path("s"), Path("m"), 40, 3)))
         assert "--task summarization" in decode and "--block-ngram-repeat 3" in decode and "--beam 5" in decode
         assert "--path m/checkpoint_last.pt" in decode and "--min-len 40" in decode
 
@@ -385,18 +387,18 @@ def test_row_selection_and_the_rl_call(tmp_path):
             throughput.parse_args(wrong)
     args = throughput.parse_args(["--rl", "--repeats", "3", "--max-len-b", "30", "--max-tokens", "2000",
                                   "--work", str(tmp_path)])
-    assert throughput.rl_call(args, Path("bin")) == dict(
+    assert measures.rl_call(args, Path("bin")) == dict(
         data_bin=Path("bin"), arch="pgn_lstm", checkpoint=tmp_path / "models" / "pgn_lstm" / "checkpoint_last.pt",
-        extra=throughput.SIZES, rl_args=["--rl-max-len-b", "30"], ml_args=["--focal-alpha", "1", "--focal-gamma", "0"],
+        extra=runners.SIZES, rl_args=["--rl-max-len-b", "30"], ml_args=["--focal-alpha", "1", "--focal-gamma", "0"],
         batches=10, rounds=3, max_tokens=2000)
     (tmp_path / "ml.pt").write_bytes(b"")
     args = throughput.parse_args(["--models", "lstm", "--rl", "--rl-checkpoint", str(tmp_path / "ml.pt")])
-    assert throughput.rl_call(args, Path("bin"))["checkpoint"] == tmp_path / "ml.pt"
+    assert measures.rl_call(args, Path("bin"))["checkpoint"] == tmp_path / "ml.pt"
 
 
 def test_repeated_trigrams():
-    assert throughput.repeated_trigram_percent([["a", "b", "c", "a", "b", "c"], ["x", "y"]]) == pytest.approx(25.0)
-    assert throughput.repeated_trigram_percent([]) == 0.0
+    assert runners.repeated_trigram_percent([["a", "b", "c", "a", "b", "c"], ["x", "y"]]) == pytest.approx(25.0)
+    assert runners.repeated_trigram_percent([]) == 0.0
 
 
 # ---------------------------------------------------------------------------------------------- report

@@ -373,7 +373,8 @@ def test_every_input_goes_to_the_summarizer_device(trained, monkeypatch):
 def test_unknown_or_missing_device_is_a_clear_error(trained):
     import torch
 
-    from fairseq_plugins.inference.hub import Summarizer, resolve_device
+    from fairseq_plugins.inference.hub import Summarizer
+    from fairseq_plugins.inference.options import resolve_device
 
     _, _, model, _ = trained
     with pytest.raises(ValueError, match="unknown device 'gpu'"):

@@ -76,7 +76,8 @@ def test_a_disagreeing_c_is_an_error_unless_forced(made):
 
 @pytest.mark.slow
 def test_the_hub_decodes_with_the_models_gen_args(made):
-    from fairseq_plugins.inference.hub import DEFAULT_GENERATION, Summarizer, generation_options
+    from fairseq_plugins.inference.hub import Summarizer
+    from fairseq_plugins.inference.options import DEFAULT_GENERATION, generation_options
 
     work, config, data, model, _ = made
     summarizer = Summarizer.from_pretrained(model, checkpoint_file="checkpoint_last.pt", device="cpu")

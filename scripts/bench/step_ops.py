@@ -39,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profile_step import build, move_to, synchronize, train_batches  # noqa: E402
-from throughput import ROOT  # noqa: E402
+from throughput_runners import ROOT  # noqa: E402
 
 METADATA = {  # operators that launch no kernel: views, shape queries, no-op conversions, allocations
     "aten::view", "aten::select", "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose",
