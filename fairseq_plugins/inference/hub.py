@@ -57,10 +57,8 @@ Checkpoints are read with torch's safe loading left on (``fairseq_plugins.regist
 a fairseq checkpoint holds).
 """
 import argparse
-import dataclasses
 import logging
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -68,215 +66,16 @@ import torch
 
 import fairseq_plugins
 from fairseq_plugins.inference import package
-from fairseq_plugins.runtime import run_config
+from fairseq_plugins.inference.inputs import (InputReport, LossyInputError, Prepared, SummaryDetails, as_line,
+                                              check_options, check_texts)
+from fairseq_plugins.inference.options import (DEFAULT_GENERATION, INTERACTIVE_BUFFER_SIZE, model_device,
+                                               recorded_generation, resolve_device)
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
-from fairseq_plugins.text.textio import closest_name
 from fairseq_plugins.text.tokenization import Tokenizer
 
-# generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
-INTERACTIVE_BUFFER_SIZE = 64
-DEFAULT_BATCH_SIZE = 32
-# fairseq-interactive's defaults for what a config's GEN_ARGS leave out (generate.sh adds --batch-size 32)
-FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0,
-                      "batch_size": DEFAULT_BATCH_SIZE}
-# configs/scitldr_small.conf's GEN_ARGS: a model directory without config.json
-DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5)
-MAX_LISTED_DOCUMENTS = 5  # LossyInputError names this many documents, then counts the rest
-BYTE_ORDER_MARK = "\ufeff"
-
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class InputReport:
-    """How much of one document the model reads: the counts ``summ-prepare --apply`` reports for a file.
-
-    The model reads ``tokens - truncated_tokens`` tokens (prep.json's ``max_source_len`` cuts the rest) and
-    cannot copy the ``overflow_words`` OOV words that found no marker (prep.json's ``num_markers``): their
-    ``unk_tokens`` occurrences are read as ``<unk>``."""
-
-    tokens: int = 0  # the document's tokens before truncation
-    truncated_tokens: int = 0  # tokens cut off its end
-    overflow_words: int = 0  # distinct OOV words beyond the markers
-    unk_tokens: int = 0  # source tokens read as <unk> (occurrences of the overflow words)
-    max_source_len: Optional[int] = None  # the limits of prep.json, for the message
-    num_markers: int = 0
-
-    @property
-    def lossy(self) -> bool:
-        return bool(self.truncated_tokens or self.overflow_words)
-
-    @property
-    def empty(self) -> bool:
-        """No token to read (an empty or blank document): its summary is empty, nothing is generated."""
-        return self.tokens == 0
-
-    @property
-    def worth_a_warning(self) -> bool:
-        return self.lossy or self.empty
-
-    def describe(self) -> str:
-        if self.empty:
-            return "empty: its summary is empty"
-        parts = []
-        if self.truncated_tokens:
-            parts.append(f"truncated to {self.max_source_len} of its {self.tokens} tokens "
-                         f"({self.truncated_tokens} not read; max_source_len of prep.json)")
-        if self.overflow_words:
-            parts.append(f"{self.overflow_words} OOV words ({self.unk_tokens} tokens) beyond the {self.num_markers} "
-                         f"OOV markers read as <unk>, not copyable")
-        return "; ".join(parts) if parts else "read whole"
-
-
-class LossyInputError(ValueError):
-    """``strict=True`` and some documents cannot be read whole; ``reports`` maps their input index to the
-    :class:`InputReport`."""
-
-    def __init__(self, reports: Dict[int, InputReport], total: int):
-        self.reports = reports
-        listed = [f"document {i}: {report.describe()}" for i, report in list(reports.items())[:MAX_LISTED_DOCUMENTS]]
-        more = len(reports) - len(listed)
-        super().__init__(f"{len(reports)} of {total} documents cannot be read whole (strict=True): "
-                         + "; ".join(listed) + (f"; and {more} more" if more else ""))
-
-
-@dataclass
-class Prepared:
-    """One raw document as the model reads it."""
-
-    ids: torch.Tensor  # S: token ids, </s> last
-    marked: List[str]  # S - 1 tokens, OOV words as markers
-    oov_words: List[str]  # the K-th is the word of <oov-K>
-    report: InputReport
-
-
-@dataclass
-class SummaryDetails:
-    """One document's summary with what the model did at each output step (for the visualiser).
-
-    T = number of generated tokens (the final ``</s>`` included), S = number of source tokens the model read
-    (after truncation, ``</s>`` included).  Tokens are shown as words: a marker ``<oov-K>`` appears as the
-    document's K-th OOV word (``<unk>`` if the document has no such word).
-    """
-
-    text: str  # the summary, exactly as summarize() returns it
-    source_tokens: List[str]  # S source tokens as words
-    source_oov: List[bool]  # S: True where the model read an OOV marker
-    summary_tokens: List[str]  # T generated tokens as words
-    summary_copied_oov: List[bool]  # T: True where the model produced an OOV marker (necessarily by copying)
-    attention: np.ndarray  # T x S: attention over the source at each output step (rows sum to 1)
-    p_gen: Optional[np.ndarray]  # T: probability of generating from the vocabulary (None: model without copy)
-    coverage: Optional[np.ndarray]  # T x S: coverage c^t before step t (None: model without coverage)
-    positional_scores: np.ndarray  # T: log P of each generated token, from the beam search
-    score: float  # the beam's score (length-normalised log probability)
-    source_markers: List[str] = field(default_factory=list)  # S source tokens as the model read them
-    summary_markers: List[str] = field(default_factory=list)  # T generated tokens as the model wrote them
-    oov_words: List[str] = field(default_factory=list)  # the document's OOV words, K-th = word of <oov-K>
-    input_report: InputReport = field(default_factory=InputReport)  # what of the document the model did not read
-
-
-def known_options() -> List[str]:
-    """The option names ``summarize`` takes: fairseq's generation options (its GenerationConfig), the project's
-    search options (n-gram blocking, coverage penalty) and ``batch_size``."""
-    from fairseq.dataclass.configs import GenerationConfig
-
-    from fairseq_plugins.tasks.summarization import GENERATOR_OPTIONS
-
-    fairseq_names = [f.name for f in dataclasses.fields(GenerationConfig) if not f.name.startswith("_")]
-    return sorted(set(fairseq_names) | set(GENERATOR_OPTIONS) | {"batch_size"})
-
-
-def check_options(options: Dict, caller: str = "summarize") -> None:
-    """A TypeError naming an option ``summarize`` does not know (and the closest known name), as Python does for
-    an unexpected keyword argument: a misspelled option must not be ignored silently."""
-    names = known_options()
-    for name in options:
-        if name not in names:
-            close = closest_name(name, names)
-            hint = f"; did you mean {close!r}?" if close else f"; known options: {', '.join(names)}"
-            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
-
-
-def check_texts(texts, caller: str = "summarize") -> List[str]:
-    """``texts`` as a list of documents; a TypeError for None, a single string, or a document that is not a str."""
-    if texts is None:
-        raise TypeError(f"{caller}() takes a list of documents (str), got None")
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{caller}() takes a list of documents, not a single {type(texts).__name__}")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise TypeError(f"{caller}() takes a list of documents (str), got {type(texts).__name__}") from None
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{caller}(): document {i} is {type(text).__name__}, not a str")
-    return texts
-
-
-def as_line(text: str) -> str:
-    """One document as ``generate.sh --input`` reads a line of a file (``text.textio.read_lines``): without a
-    leading byte-order mark, line breaks read as spaces."""
-    if text.startswith(BYTE_ORDER_MARK):
-        text = text[len(BYTE_ORDER_MARK):]
-    return text.replace("\n", " ")
-
-
-def resolve_device(device=None) -> torch.device:
-    """``device`` (a string such as "cpu", "cuda", "cuda:1", or a torch.device) checked; None: CUDA when
-    available, else the CPU.  A ValueError names a device torch does not know or a CUDA device this machine
-    lacks, rather than the AssertionError torch raises deep inside ``model.to``."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r} (give e.g. 'cpu', 'cuda' or 'cuda:0'): {err}") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {str(device)!r}: CUDA is not available on this machine "
-                             f"(torch.cuda.is_available() is False); use device='cpu'")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA devices")
-    return device
-
-
-def model_device(model) -> torch.device:
-    """The device of the model's parameters (the CPU for a model without any)."""
-    param = next(model.parameters(), None)
-    return torch.device("cpu") if param is None else param.device
-
-
-def generation_options(gen_args: Sequence[str]) -> Dict:
-    """The keyword arguments of ``summarize`` that a config's GEN_ARGS (fairseq options) set, over fairseq's
-    defaults; fairseq's ``--no-repeat-ngram-size N`` means ``block_ngram_repeat`` as in the summarization task.
-    Options the API has no use for (e.g. ``--print-alignment``) are logged and left out."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for option, kind in (("--beam", int), ("--max-len-a", float), ("--max-len-b", int), ("--min-len", int),
-                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int),
-                         ("--no-repeat-ngram-size", int), ("--block-ignore", str), ("--coverage-penalty", float),
-                         ("--unkpen", float)):
-        parser.add_argument(option, type=kind)
-    known, unused = parser.parse_known_args(list(gen_args))
-    options = {key: value for key, value in vars(known).items() if value is not None}
-    if "no_repeat_ngram_size" in options:
-        options.setdefault("block_ngram_repeat", options.pop("no_repeat_ngram_size"))
-    if unused:
-        logger.info("generation options of the model's config that the Python API does not use: %s",
-                    " ".join(unused))
-    return dict(FAIRSEQ_GENERATION, **options)
-
-
-def recorded_generation(model_dir) -> Dict:
-    """``generation_options`` of the GEN_ARGS recorded in ``model_dir/config.json``; scitldr_small's, with a
-    warning, for a model directory without one."""
-    record = run_config.read(model_dir)
-    if record is None:
-        logger.warning("%s records no config (trained before config.json existed): decoding with "
-                       "configs/scitldr_small.conf's generation options unless given", model_dir)
-        return dict(DEFAULT_GENERATION)
-    return generation_options(record["gen_args"])
 
 
 def _first_existing(*paths):

@@ -65,20 +65,33 @@ class Experiment:
         sys.exit(f"{self.name}: {message}")
 
     def run(self, cmd: Sequence, log_name: str, stdout: Optional[Path] = None, append: bool = False) -> float:
-        """Runs ``cmd`` from the repository root with its stderr (and stdout unless ``stdout`` is given) in
-        logs/LOG_NAME (appended to with ``append``, e.g. a resumed training); returns the wall time in seconds;
-        exits with the log's tail on failure."""
+        """Runs ``cmd`` (``run_logged``) with its output in logs/LOG_NAME (appended to with ``append``, e.g. a
+        resumed training); returns the wall time in seconds; exits with the log's tail on failure."""
         log_file = self.logs / log_name
         self.log(" ".join(map(str, cmd)) + f"   (log: {log_file})")
-        start = time.time()
-        with log_file.open("a" if append else "w", encoding="utf-8") as err, \
-                (stdout.open("w", encoding="utf-8") if stdout else open(os.devnull, "w")) as out:
-            result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=self.env, stdout=out if stdout else err,
-                                    stderr=err, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
-            self.fail(f"failed ({result.returncode}): {cmd[0]}\n"
-                      + log_file.read_text(encoding="utf-8", errors="replace")[-3000:])
-        return time.time() - start
+        status, seconds = run_logged(cmd, log_file, self.env, append=append, stdout=stdout)
+        if status != 0:
+            self.fail(f"failed ({status}): {cmd[0]}\n" + log_tail(log_file))
+        return seconds
+
+
+def run_logged(cmd: Sequence, log_file: Path, env: Optional[dict] = None, append: bool = False,
+               stdout: Optional[Path] = None, header: bool = False) -> Tuple[int, float]:
+    """Runs ``cmd`` from the repository root, stdin closed, with its stderr (and its stdout unless ``stdout`` is
+    given) in ``log_file``, appended to with ``append`` (after a ``+ command`` line with ``header``); returns
+    (its exit status, the wall time in seconds).  The one way the experiment scripts run a step."""
+    start = time.time()
+    with log_file.open("a" if append else "w", encoding="utf-8") as err, \
+            (stdout.open("w", encoding="utf-8") if stdout else open(os.devnull, "w")) as out:
+        if header:
+            print("+", " ".join(map(str, cmd)), file=err, flush=True)
+        result = subprocess.run(list(map(str, cmd)), cwd=ROOT, env=env, stdout=out if stdout else err, stderr=err,
+                                stdin=subprocess.DEVNULL)
+    return result.returncode, time.time() - start
+
+
+def log_tail(log_file: Path, chars: int = 3000) -> str:
+    return log_file.read_text(encoding="utf-8", errors="replace")[-chars:]
 
 
 # ----------------------------------------------------------------------------------------------- locks

@@ -39,14 +39,12 @@ import csv
 import os
 import re
 import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpora import CNNDM, cnndm_lines, require  # noqa: E402
-from lib import ROOT, config_array  # noqa: E402
+from lib import ROOT, config_array, log_tail, run_logged  # noqa: E402
 
 SCITLDR = ROOT / "data" / "scitldr"
 LR = "0.15"  # See et al. (2017), section 5
@@ -69,14 +67,10 @@ def run(cmd, log_file: Path) -> float:
     """Run a command with its output in log_file (train.sh's whole log: TRAIN_VERBOSE=1); exit with the log's tail
     if it fails.  Returns the wall time."""
     log(" ".join(shlex.quote(str(c)) for c in cmd) + f"   (log: {log_file})")
-    start = time.time()
-    with log_file.open("w", encoding="utf-8") as out:
-        result = subprocess.run(list(map(str, cmd)), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=dict(os.environ, TRAIN_VERBOSE="1"))
-    if result.returncode != 0:
-        tail = log_file.read_text(encoding="utf-8", errors="replace")[-3000:]
-        sys.exit(f"see2017_adagrad: failed ({result.returncode}): {cmd[0]}\n{tail}")
-    return time.time() - start
+    status, seconds = run_logged(cmd, log_file, dict(os.environ, TRAIN_VERBOSE="1"))
+    if status != 0:
+        sys.exit(f"see2017_adagrad: failed ({status}): {cmd[0]}\n{log_tail(log_file)}")
+    return seconds
 
 
 def without_options(args: list, names) -> list:

@@ -49,6 +49,7 @@ import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 from records import code_record, comparable, training_code  # noqa: E402
 from corpora import LCSTS, lcsts_convert, require  # noqa: E402
+from lib import run_logged  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = {
@@ -67,15 +68,15 @@ RECORD = "train_command.json"  # beside the model: what it was trained with
 
 def run(cmd, log=None, env=None):
     """Runs ``cmd``; with ``log``, its output is appended there (a resumed training adds to its curve), train.sh's
-    whole log included (TRAIN_VERBOSE=1: the curve is read from it)."""
+    whole log included (TRAIN_VERBOSE=1: the curve is read from it).  A failure raises CalledProcessError."""
     env = dict(os.environ if env is None else env, TRAIN_VERBOSE="1")
     print("+", " ".join(map(str, cmd)), file=sys.stderr, flush=True)
     if log is None:
         subprocess.run(cmd, check=True, env=env)
         return
-    with open(log, "a", encoding="utf-8") as out:
-        print("+", " ".join(map(str, cmd)), file=out, flush=True)
-        subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT, env=env)
+    status, _ = run_logged(cmd, Path(log), env, append=True, header=True)
+    if status != 0:
+        raise subprocess.CalledProcessError(status, cmd)
 
 
 def say(message: str, log: Path, mode: str = "a") -> None:
@@ -247,7 +248,7 @@ def main():
         if not (args.dry_run or args.w2v):
             parser.error("--scale paper needs --w2v FILE (rows 2, 3, 5, 6 and 7 start from word2vec)")
         return paper_scale.run(paper_scale.SHI2018, args, {"w2v": args.w2v})
-    args.work = args.work or ROOT / "runs" / "shi2018"
+    args.work = (args.work or ROOT / "runs" / "shi2018").resolve()  # its commands run from the repository root
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
