@@ -502,3 +502,26 @@ def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
     assert facts["updates"] == 111 and facts["epochs"] == pytest.approx(1.5)
     log.write_text("no fairseq line\n")
     assert train_facts(log)["epochs"] is None
+
+
+def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_unknown_system(tmp_path, capsys):
+    """paired_bootstraps.py on a work folder whose per-document scores are cached: B - A with its interval and the
+    rule's one-seed verdict per score; a pair naming a system the folder lacks stops with its path."""
+    import paired_bootstraps
+
+    for folder in ("logs", "outputs", "data"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
+    (tmp_path / "results.md").write_text("# t\n\n| table |\n")
+    for name, f1 in (("a", 0.2), ("b", 0.3)):
+        (tmp_path / "outputs" / f"{name}.beam.txt").write_text("x\ny\n")
+        (tmp_path / "logs" / f"rouge_{name}.beam.per_doc.tsv").write_text(
+            "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
+    paired_bootstraps.main([str(tmp_path), "--pair", "b=a", "--table"])
+    out = capsys.readouterr().out
+    assert out.startswith("# t\n") and "1 comparisons x 3 scores = 3 intervals" in out
+    assert "| b | a | beam | inconclusive (one seed: +10.00 [+10.00, +10.00]) |" in out
+    with pytest.raises(SystemExit, match=r"c\.beam\.txt not found"):
+        paired_bootstraps.main([str(tmp_path), "--pair", "c=a"])
+    with pytest.raises(SystemExit):
+        paired_bootstraps.main([str(tmp_path), "--pair", "nonsense"])
