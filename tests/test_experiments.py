@@ -519,8 +519,10 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
             "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
     paired_bootstraps.main([str(tmp_path), "--pair", "b=a", "--table"])
     out = capsys.readouterr().out
-    assert out.startswith("# t\n") and "1 comparisons x 3 scores = 3 intervals" in out
+    assert out.startswith("# t\n") and "per seed (1): 1 intervals of 3 scores each (3 in all)" in out
     assert "| b | a | beam | inconclusive (one seed: +10.00 [+10.00, +10.00]) |" in out
+    paired_bootstraps.main([str(tmp_path), str(tmp_path), "--pair", "b=a"])  # the same folder as two seeds
+    assert "| b | a | beam | B > A in every seed (2): +10.00 [+10.00, +10.00], +10.00" in capsys.readouterr().out
     with pytest.raises(SystemExit, match=r"c\.beam\.txt not found"):
         paired_bootstraps.main([str(tmp_path), "--pair", "c=a"])
     with pytest.raises(SystemExit):

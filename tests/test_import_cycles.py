@@ -7,14 +7,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def module_names():
-    """name -> file: fairseq_plugins' modules by their dotted names; scripts/experiments' by file name, as they
-    import each other (from a sys.path entry)."""
+    """name -> file: fairseq_plugins' modules by their dotted names; the scripts' (scripts/, experiments/, bench/,
+    launch/) by file name, as they import each other (from a sys.path entry)."""
     names = {}
     for path in (ROOT / "fairseq_plugins").rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    for path in (ROOT / "scripts" / "experiments").glob("*.py"):
-        names[path.stem] = path
+    for folder in ("scripts", "scripts/experiments", "scripts/bench", "scripts/launch"):
+        for path in (ROOT / folder).glob("*.py"):
+            assert path.stem not in names, f"two scripts named {path.stem}: the walk could not tell them apart"
+            names[path.stem] = path
     return names
 
 

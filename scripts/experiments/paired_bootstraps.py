@@ -1,15 +1,16 @@
 #!/usr/bin/env python
-"""Paired bootstraps between the systems of one compare.py work folder, and each comparison's verdict by the
-project's rule (lib.verdict), as a markdown section that follows the folder's table.
+"""Paired bootstraps between the systems of compare.py work folders, one folder per seed of the same systems, and
+each comparison's verdict over the seeds by the project's rule (lib.verdict), as a markdown section.
 
-    python scripts/experiments/paired_bootstraps.py WORK --pair B=A [--pair B=A ...] [--decode beam ...]
-                                                     [--table] [--out FILE]
+    python scripts/experiments/paired_bootstraps.py WORK [WORK ...] --pair B=A [--pair B=A ...]
+                                                     [--decode beam ...] [--table] [--out FILE]
 
-For every pair and decoding: official ROUGE-1.5.5's per-document F1 of WORK/outputs/B.DECODE.txt and
+For every pair, decoding and folder: official ROUGE-1.5.5's per-document F1 of WORK/outputs/B.DECODE.txt and
 A.DECODE.txt against the test references (``summ-rouge --per-doc``, cached in WORK/logs/), B - A in ROUGE points
-with its 95 % interval over 10,000 paired resamples of the test documents (fairseq_plugins/scoring/significance.py, seed 1).
-One work folder is one seed, so every verdict here is "inconclusive (one seed)" by the rule; the section says how
-many intervals it prints.  ``--table`` puts WORK/results.md (compare.py's table) before the section.
+with its 95 % interval over 10,000 paired resamples of the test documents (fairseq_plugins/scoring/significance.py,
+seed 1).  A direction holds only when every folder (two or more) shows it with an interval that excludes zero;
+one folder gives "inconclusive (one seed)".  The section says how many intervals it prints.  ``--table`` puts each
+WORK/results.md (compare.py's tables) before the section.
 """
 import argparse
 import json
@@ -44,19 +45,24 @@ def intervals(exp: Experiment, a: str, b: str, lang: str):
     return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
 
 
-def section(exp: Experiment, pairs, decodes, command: str) -> str:
-    lang = json.loads((exp.work / "data" / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
-    count = len(pairs) * len(decodes)
+def language(exp: Experiment) -> str:
+    return json.loads((exp.work / "data" / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
+
+
+def section(exps, pairs, decodes, command: str) -> str:
+    """The markdown section: one row per pair and decoding, each score's verdict over the folders (seeds)."""
+    count = len(pairs) * len(decodes) * len(exps)
     lines = ["## Paired bootstraps", "", f"Written by `{command}`.", "",
-             f"B - A in ROUGE points, 95 % interval over {RESAMPLES:,} paired resamples of the test documents: "
-             f"{count} comparisons x 3 scores = {3 * count} intervals, none corrected for their number. One "
-             "trained model per system (one seed), so each verdict is inconclusive by the rule (every seed, two "
-             "or more, with an interval that excludes zero).", "",
+             f"B - A in ROUGE points, 95 % interval over {RESAMPLES:,} paired resamples of the test documents, "
+             f"per seed ({len(exps)}): {count} intervals of 3 scores each ({3 * count} in all), none corrected for "
+             "their number. A direction holds only when every seed, two or more, shows it with an interval that "
+             "excludes zero; otherwise inconclusive.", "",
              "| B | A | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
     for decode in decodes:
         for b, a in pairs:
-            runs = intervals(exp, f"{a}.{decode}", f"{b}.{decode}", lang)
-            lines.append(f"| {b} | {a} | {decode} | " + " | ".join(verdict([run]) for run in runs) + " |")
+            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", language(exp)) for exp in exps]
+            cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
+            lines.append(f"| {b} | {a} | {decode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -69,18 +75,19 @@ def parse_pair(text: str):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("work", type=Path)
+    parser.add_argument("work", type=Path, nargs="+", help="compare.py work folders, one per seed")
     parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="B=A")
     parser.add_argument("--decode", action="append", help="decoding labels (default: beam)")
     parser.add_argument("--table", action="store_true", help="WORK/results.md first")
     parser.add_argument("--out", type=Path, help="write here as well as to stdout")
     args = parser.parse_args(argv)
-    exp = Experiment("paired_bootstraps", args.work)
+    exps = [Experiment("paired_bootstraps", work) for work in args.work]
     command = "python scripts/experiments/paired_bootstraps.py " + " ".join(
         shlex.quote(str(a)) for a in (argv if argv is not None else sys.argv[1:]))
-    text = section(exp, args.pair, args.decode or ["beam"], command)
+    text = section(exps, args.pair, args.decode or ["beam"], command)
     if args.table:
-        text = (args.work / "results.md").read_text(encoding="utf-8").rstrip("\n") + "\n\n" + text
+        tables = [(work / "results.md").read_text(encoding="utf-8").rstrip("\n") for work in args.work]
+        text = "\n\n".join(tables) + "\n\n" + text
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     print(text, end="")
