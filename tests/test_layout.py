@@ -53,3 +53,11 @@ def test_every_page_the_readme_links_exists():
 def test_the_readme_stays_short_and_gives_the_two_commands():
     assert README.count("\n") <= 250
     assert "bash scripts/quickstart.sh" in README and "bash scripts/test.sh " in README
+
+
+def test_every_link_of_the_documentation_pages_resolves():
+    pages = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "docs" / "results" / "README.md"]
+    broken = [f"{page.name}: {link}" for page in pages
+              for link in re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8"))
+              if not link.startswith("http") and not (page.parent / link).exists()]
+    assert len(pages) >= 12 and broken == []
