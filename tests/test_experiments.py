@@ -513,7 +513,9 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
         (tmp_path / folder).mkdir()
     (tmp_path / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
     (tmp_path / "results.md").write_text("# t\n\n| table |\n")
-    for name, f1 in (("a", 0.2), ("b", 0.3)):
+    rows = [{"system": name, "decode": "beam"} for name in ("a", "b", "c")]
+    (tmp_path / "results.json").write_text(json.dumps({"rows": rows[:2], "trained": {}}))
+    for name, f1 in (("a", 0.2), ("b", 0.3), ("c", 0.1)):
         (tmp_path / "outputs" / f"{name}.beam.txt").write_text("x\ny\n")
         (tmp_path / "logs" / f"rouge_{name}.beam.per_doc.tsv").write_text(
             "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
@@ -523,7 +525,7 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
     assert "| b | a | beam | inconclusive (one seed: +10.00 [+10.00, +10.00]) |" in out
     paired_bootstraps.main([str(tmp_path), str(tmp_path), "--pair", "b=a"])  # the same folder as two seeds
     assert "| b | a | beam | B > A in every seed (2): +10.00 [+10.00, +10.00], +10.00" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match=r"c\.beam\.txt not found"):
-        paired_bootstraps.main([str(tmp_path), "--pair", "c=a"])
+    with pytest.raises(SystemExit, match=r"c\.beam: not a system and decoding of .* table"):
+        paired_bootstraps.main([str(tmp_path), "--pair", "c=a"])  # outputs of a system its table does not list
     with pytest.raises(SystemExit):
         paired_bootstraps.main([str(tmp_path), "--pair", "nonsense"])

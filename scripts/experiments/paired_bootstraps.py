@@ -26,12 +26,22 @@ from fairseq_plugins.scoring.significance import paired_bootstrap, read_per_doc 
 RESAMPLES = 10000
 
 
+def tabulated(exp: Experiment) -> set:
+    """SYSTEM.DECODE of every row of WORK/results.json: the systems compare.py's printed table vouches for."""
+    results = exp.work / "results.json"
+    if not results.is_file():
+        exp.fail(f"{results} not found: {exp.work} is not a finished compare.py run")
+    rows = json.loads(results.read_text(encoding="utf-8"))["rows"]
+    return {f"{row['system']}.{row['decode']}" for row in rows if row.get("decode")}
+
+
 def per_doc(exp: Experiment, name: str, lang: str) -> Path:
-    """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt."""
+    """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt, for a system
+    and decoding of the folder's table only."""
     table = exp.logs / f"rouge_{name}.per_doc.tsv"
     hyps = exp.work / "outputs" / f"{name}.txt"
-    if not hyps.is_file():
-        exp.fail(f"{hyps} not found: no system and decoding of that name in {exp.work}")
+    if name not in tabulated(exp) or not hyps.is_file():
+        exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or {hyps} is missing")
     if not table.is_file():
         exp.run(["summ-rouge", "--refs", exp.work / "data" / "ref" / "test.tgt", "--hyps", hyps, "--lang", lang,
                  "--per-doc", table], f"rouge_{name}.per_doc.log")
