@@ -16,7 +16,7 @@ fi
     echo "make_shipped_data.sh: error: $SHARED/scitldr_a or $SHARED/csl_title not found" >&2; exit 1; }
 
 # summ-convert, from this checkout whether or not the project is installed.
-convert() { (cd "$REPO" && "$PY" -m fairseq_plugins.text.convert "$@"); }
+convert() { (cd "$REPO" && "$PY" -m fairseq_plugins.cli.convert "$@"); }
 
 # --- SciTLDR-A: official split; source = abstract sentences joined; target = first TLDR; all TLDRs of
 #     valid/test in {valid,test}.tgt.all (one JSON array per line); paper ids in {split}.ids.

@@ -64,7 +64,7 @@ install_debian_package() {
 
 prepare_rouge_data() {
     step "Preparing official ROUGE-1.5.5 data"
-    "$VENV/bin/python" -m fairseq_plugins.scoring.rouge155 --prepare
+    "$VENV/bin/python" -m fairseq_plugins.cli.rouge --prepare
 }
 
 cd "$ROOT"

@@ -40,3 +40,18 @@ def test_run_config_without_a_subcommand_shows_its_usage():
     result = subprocess.run([sys.executable, "-m", "fairseq_plugins.cli.run_config"], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 2 and "python -m fairseq_plugins.cli.run_config get FILE KEY" in result.stderr
+
+
+OLD_DASH_M = ["fairseq_plugins.text.convert", "fairseq_plugins.text.prepare", "fairseq_plugins.text.restore",
+              "fairseq_plugins.scoring.rouge155", "fairseq_plugins.scoring.files2rouge",
+              "fairseq_plugins.scoring.significance", "fairseq_plugins.serve.app", "fairseq_plugins.inference.package",
+              "fairseq_plugins.inference.quantize", "fairseq_plugins.runtime.checkpoint_info",
+              "fairseq_plugins.runtime.training_log", "fairseq_plugins.runtime.average_checkpoints",
+              "fairseq_plugins.runtime.rl_stats", "fairseq_plugins.viz.attention_stats"]
+
+
+@pytest.mark.parametrize("module", OLD_DASH_M)
+def test_a_library_run_with_dash_m_still_runs_its_command(module):
+    """``python -m`` of a library whose command moved to cli/ runs that command (never a silent exit 0)."""
+    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("usage:"), (module, result.stderr[-500:])

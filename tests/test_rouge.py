@@ -311,10 +311,10 @@ def test_cli_line_count_mismatch_names_both_files(tmp_path):
     refs, hyps = tmp_path / "refs.txt", tmp_path / "hyps.txt"
     refs.write_text("a b c\nd e f\ng h i\n")
     hyps.write_text("a b c\nd e f\n")
-    proc = run_cli("fairseq_plugins.scoring.rouge155", "--refs", str(refs), "--hyps", str(hyps))
+    proc = run_cli("fairseq_plugins.cli.rouge", "--refs", str(refs), "--hyps", str(hyps))
     assert proc.returncode != 0
     assert f"{refs} has 3 lines" in proc.stderr and f"{hyps} has 2" in proc.stderr
-    proc = run_cli("fairseq_plugins.scoring.files2rouge", str(refs), str(hyps))
+    proc = run_cli("fairseq_plugins.cli.files2rouge", str(refs), str(hyps))
     assert proc.returncode != 0 and str(refs) in proc.stderr and str(hyps) in proc.stderr
 
 
@@ -360,7 +360,7 @@ def write_pair(tmp_path):
 def test_files2rouge_command(tmp_path):
     refs, hyps = write_pair(tmp_path)
     saved = tmp_path / "scores.txt"
-    proc = run_cli("fairseq_plugins.scoring.files2rouge", str(refs), str(hyps), "-s", str(saved))
+    proc = run_cli("fairseq_plugins.cli.files2rouge", str(refs), str(hyps), "-s", str(saved))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("Preparing documents... 0 line(s) ignored\nRunning ROUGE...\n")
@@ -370,9 +370,9 @@ def test_files2rouge_command(tmp_path):
     assert "1 ROUGE-2 Average_R:" in saved.read_text()
     # -nm: no stemming changes the first document; -is skips an empty summary line
     hyps.write_text("the police arrest a child .\n\n")
-    proc = run_cli("fairseq_plugins.scoring.files2rouge", str(refs), str(hyps))
+    proc = run_cli("fairseq_plugins.cli.files2rouge", str(refs), str(hyps))
     assert proc.returncode != 0 and "Empty summary at line 2" in proc.stderr
-    proc = run_cli("fairseq_plugins.scoring.files2rouge", str(refs), str(hyps), "-is", "-nm")
+    proc = run_cli("fairseq_plugins.cli.files2rouge", str(refs), str(hyps), "-is", "-nm")
     assert proc.returncode == 0, proc.stderr
     assert "1 line(s) ignored" in proc.stdout
     assert re.search(r"^1 ROUGE-1 Average_F: 0\.22222 ", proc.stdout, re.M)
@@ -394,7 +394,7 @@ def test_summ_rouge_command(tmp_path):
     refs, hyps = write_pair(tmp_path)
     refs.write_text("police arrested two children . <q> they were safe\nthe cat sat on the mat . it was happy .\n")
     out_tsv = tmp_path / "per_doc.tsv"
-    proc = run_cli("fairseq_plugins.scoring.rouge155", "--refs", str(refs), "--hyps", str(hyps),
+    proc = run_cli("fairseq_plugins.cli.rouge", "--refs", str(refs), "--hyps", str(hyps),
                    "--per-doc", str(out_tsv))
     assert proc.returncode == 0, proc.stderr
     assert "-c 95 -r 1000 -n 2 -a -m" in proc.stdout
@@ -406,5 +406,5 @@ def test_summ_rouge_command(tmp_path):
     for row, ref, hyp in zip(rows[1:], refs.read_text().splitlines(), hyps.read_text().splitlines()):
         got = python.score(rouge_python.split_sentences(ref), rouge_python.split_sentences(hyp))
         assert float(row[rows[0].index("rouge-l-f")]) == pytest.approx(got["rougeL"].fmeasure, abs=1e-9)
-    proc = run_cli("fairseq_plugins.scoring.rouge155", "--prepare")
+    proc = run_cli("fairseq_plugins.cli.rouge", "--prepare")
     assert proc.returncode == 0 and "5930 entries" in proc.stdout

@@ -388,7 +388,7 @@ def test_prepare_user_errors(tmp_path, capsys):
     assert status == 2 and f"{raw / 'train.tgt'}:2: invalid UTF-8" in err
     # the installed entry point: exit status 2, one message, no traceback
     write(raw / "train.tgt", ["a"])
-    proc = subprocess.run([sys.executable, "-m", "fairseq_plugins.text.prepare", "--raw-dir", str(raw),
+    proc = subprocess.run([sys.executable, "-m", "fairseq_plugins.cli.prepare", "--raw-dir", str(raw),
                            "--out-dir", str(tmp_path / "o"), "--splits", "train"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -114,7 +114,6 @@ def sentence_end_steps(target: Tensor, is_end: Tensor, pad: int, eos: int, state
     valid = target.ne(pad)  # B x T
     content = valid & target.ne(eos)  # B x T: summary tokens
     after = lambda x: torch.cat([x[:, 1:], x.new_zeros(x.size(0), 1)], dim=1)  # noqa: E731  x[t+1], 0 at the end
-    before = lambda x: torch.cat([x.new_zeros(x.size(0), 1), x[:, :-1]], dim=1)  # noqa: E731  x[t-1], 0 at 0
     end_token = is_end & content  # B x T
     run_end = end_token & ~after(end_token)  # B x T: the last end token of a run
     unterminated = content & ~after(content) & ~end_token  # B x T: last word of a last sentence without an end

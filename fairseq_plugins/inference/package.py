@@ -250,3 +250,11 @@ def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_fi
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.package import main
+
+    sys.exit(main())

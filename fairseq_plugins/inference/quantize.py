@@ -127,3 +127,11 @@ def quantizing(load, quantize: str):
             logger.info("decoder modules in %s: %s", quantize, ", ".join(quantize_model(model, quantize)))
         return models, cfg
     return load_and_quantize
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.quantize import main
+
+    sys.exit(main())

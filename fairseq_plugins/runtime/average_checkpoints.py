@@ -90,3 +90,11 @@ def save_atomically(state: dict, output: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, output)
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.average_checkpoints import main
+
+    sys.exit(main())

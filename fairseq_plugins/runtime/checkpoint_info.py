@@ -70,3 +70,11 @@ def run_summary(save_dir) -> str:
         if (save_dir / name).is_file():
             lines.append(f"{label}: {read_facts(save_dir / name).describe()}")
     return "\n".join(lines) if lines else f"no checkpoint in {save_dir}"
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.checkpoint_info import main
+
+    sys.exit(main())

@@ -64,3 +64,11 @@ def split_stats(model, task, split: str, max_tokens: int, scr: SelfCriticalRouge
         raise UserError(f"split {split!r} has no documents")
     count = sums["documents"]
     return {key: (value if key == "documents" else round(value / count, 4)) for key, value in sums.items()}
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.rl_stats import main
+
+    sys.exit(main())

@@ -65,3 +65,11 @@ def split_counted(values: List[str]) -> List[List[str]]:
         arrays.append(rest[1:1 + count])
         rest = rest[1 + count:]
     return arrays + [rest]
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.run_config import main
+
+    sys.exit(main())

@@ -242,3 +242,11 @@ def failure_excerpt(lines: List[str], most: int = 40) -> List[str]:
 def ignore_stop_signals() -> None:
     for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.training_log import main
+
+    sys.exit(main())

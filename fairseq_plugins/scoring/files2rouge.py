@@ -109,3 +109,9 @@ def run(reference_path: str, summary_path: str, rouge_args: str | None = None, v
             print(report, file=f)
     print("Elapsed time: %.3f seconds" % (time.time() - start))
     return report
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    from fairseq_plugins.cli.files2rouge import main
+
+    sys.exit(main())

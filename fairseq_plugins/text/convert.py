@@ -444,3 +444,9 @@ def cmd_split(args):
             for i, (src, tgt) in enumerate(docs):
                 if assignment[i] == name:
                     out.write(src, tgt)
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    from fairseq_plugins.cli.convert import main
+
+    sys.exit(main())

@@ -517,3 +517,9 @@ def apply(args):
     report_split(display_name(args.input), stats, max_src, None)
     warn_apply_truncation(display_name(args.input), stats, max_src)
     say(f"wrote {args.out_prefix}.src and {args.out_prefix}.oov ({stats.documents} lines)")
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    from fairseq_plugins.cli.prepare import main
+
+    sys.exit(main())

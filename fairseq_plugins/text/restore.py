@@ -135,3 +135,9 @@ def restore(args):
               f"({'dropped' if args.drop_unk else 'written as <unk>'})", file=sys.stderr)
     if counts["empty"]:
         print(f"{PROG}: warning: {counts['empty']} empty summaries (kept as empty lines)", file=sys.stderr)
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    from fairseq_plugins.cli.restore import main
+
+    sys.exit(main())

@@ -138,3 +138,11 @@ def load(checkpoint: str, bin_dir: str, split: str):
     except FileNotFoundError as err:
         raise UserError(f"{bin_dir}: no split {split!r} ({err})") from err
     return models[0].eval(), task
+
+
+if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
+    import sys
+
+    from fairseq_plugins.cli.attention_stats import main
+
+    sys.exit(main())

@@ -70,7 +70,7 @@ def hub_measurements(model_dir: Path, documents: List[str], options: Dict) -> Di
 
 
 def start_server(model_dir: Path):
-    process = subprocess.Popen([sys.executable, "-m", "fairseq_plugins.serve.app", str(model_dir), "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "fairseq_plugins.cli.serve", str(model_dir), "--port", "0"],
                                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
     for line in process.stderr:
