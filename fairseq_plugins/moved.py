@@ -3,7 +3,8 @@
 ``import fairseq_plugins.hub`` (now ``fairseq_plugins.inference.hub``) and the like are answered by a finder on
 ``sys.meta_path`` with the module at its new place, so old code and old pickles keep loading.  A module whose
 command front end moved to ``fairseq_plugins/cli/`` is answered with a module holding the library's names and
-the command's ``main``.  The summ-* commands themselves kept their names and options.
+the command's ``main``.  The summ-* commands themselves kept their names and options; ``python -m`` of a library
+whose command moved stops with the new path (``command_moved``) rather than doing nothing.
 """
 import importlib
 import importlib.abc
@@ -65,3 +66,9 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
         sys.meta_path.append(MovedFinder())
+
+
+def command_moved(old: str, new: str) -> None:
+    """``python -m OLD`` of a library whose command moved to fairseq_plugins/cli/: a usage error naming NEW."""
+    print(f"python -m {old}: this command moved: run python -m {new} (same options)", file=sys.stderr)
+    sys.exit(2)

@@ -20,23 +20,11 @@ def module_names():
     return names
 
 
-def walk_without_main(tree):
-    """Every node of ``tree`` but those under ``if __name__ == "__main__":``, which run only when the module is the
-    program (a library's old ``python -m`` path handing over to its command), never when it is imported."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-            continue
-        yield node
-        todo.extend(ast.iter_child_nodes(node))
-
-
 def imported(path: Path, names) -> set:
     """The modules of ``names`` that the file imports, relative imports resolved against its package."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found = set()
-    for node in walk_without_main(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

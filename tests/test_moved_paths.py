@@ -1,6 +1,7 @@
 """The old import paths of the modules that moved (fairseq_plugins/moved.py) still import, with the library's
 names and, where the module was also a command, the command's ``main``; the command front ends run with -m."""
 import importlib
+import re
 import subprocess
 import sys
 
@@ -51,7 +52,11 @@ OLD_DASH_M = ["fairseq_plugins.text.convert", "fairseq_plugins.text.prepare", "f
 
 
 @pytest.mark.parametrize("module", OLD_DASH_M)
-def test_a_library_run_with_dash_m_still_runs_its_command(module):
-    """``python -m`` of a library whose command moved to cli/ runs that command (never a silent exit 0)."""
+def test_a_library_run_with_dash_m_names_where_its_command_moved(module):
+    """``python -m`` of a library whose command moved to cli/ is a usage error naming the new path (never a silent
+    exit 0), and the new path runs."""
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0 and result.stdout.startswith("usage:"), (module, result.stderr[-500:])
+    new = re.search(r"run python -m (fairseq_plugins\.cli\.\w+)", result.stderr)
+    assert result.returncode == 2 and new, (module, result.stderr[-500:])
+    moved = subprocess.run([sys.executable, "-m", new.group(1), "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert moved.returncode in (0, 2) and "usage" in (moved.stdout + moved.stderr).lower(), new.group(1)

@@ -252,9 +252,8 @@ def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_fi
     return out
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.package import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.inference.package", "fairseq_plugins.cli.package")

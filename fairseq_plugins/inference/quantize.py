@@ -129,9 +129,8 @@ def quantizing(load, quantize: str):
     return load_and_quantize
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.quantize import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.inference.quantize", "fairseq_plugins.cli.quantize")

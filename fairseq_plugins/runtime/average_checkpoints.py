@@ -92,9 +92,8 @@ def save_atomically(state: dict, output: Path) -> None:
     os.replace(tmp, output)
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.average_checkpoints import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.runtime.average_checkpoints", "fairseq_plugins.cli.average_checkpoints")

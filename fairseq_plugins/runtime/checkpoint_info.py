@@ -72,9 +72,8 @@ def run_summary(save_dir) -> str:
     return "\n".join(lines) if lines else f"no checkpoint in {save_dir}"
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.checkpoint_info import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.runtime.checkpoint_info", "fairseq_plugins.cli.checkpoint_info")

@@ -66,9 +66,8 @@ def split_stats(model, task, split: str, max_tokens: int, scr: SelfCriticalRouge
     return {key: (value if key == "documents" else round(value / count, 4)) for key, value in sums.items()}
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.rl_stats import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.runtime.rl_stats", "fairseq_plugins.cli.rl_stats")

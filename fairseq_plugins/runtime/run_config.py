@@ -67,9 +67,8 @@ def split_counted(values: List[str]) -> List[List[str]]:
     return arrays + [rest]
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.run_config import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.runtime.run_config", "fairseq_plugins.cli.run_config")

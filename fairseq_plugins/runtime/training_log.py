@@ -244,9 +244,8 @@ def ignore_stop_signals() -> None:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.training_log import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.runtime.training_log", "fairseq_plugins.cli.training_log")

@@ -111,7 +111,8 @@ def run(reference_path: str, summary_path: str, rouge_args: str | None = None, v
     return report
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    from fairseq_plugins.cli.files2rouge import main
 
-    sys.exit(main())
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
+
+    command_moved("fairseq_plugins.scoring.files2rouge", "fairseq_plugins.cli.files2rouge")

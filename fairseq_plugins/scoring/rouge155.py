@@ -380,9 +380,8 @@ def write_per_doc_tsv(result: dict, path: str) -> None:
             f.write("\t".join([str(i)] + [f"{doc[m][k]:.5f}" for m in metrics for k in ("f", "p", "r")]) + "\n")
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.rouge import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.scoring.rouge155", "fairseq_plugins.cli.rouge")

@@ -64,9 +64,8 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, seed: int):
     return diff.mean(axis=0), low, high, not_better
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.rouge_significance import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.scoring.significance", "fairseq_plugins.cli.rouge_significance")

@@ -215,9 +215,8 @@ async def serve(app: web.Application, host: str, port: int, drain_timeout: float
     logger.info("stopped")
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.serve import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.serve.app", "fairseq_plugins.cli.serve")

@@ -446,7 +446,8 @@ def cmd_split(args):
                     out.write(src, tgt)
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    from fairseq_plugins.cli.convert import main
 
-    sys.exit(main())
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
+
+    command_moved("fairseq_plugins.text.convert", "fairseq_plugins.cli.convert")

@@ -519,7 +519,8 @@ def apply(args):
     say(f"wrote {args.out_prefix}.src and {args.out_prefix}.oov ({stats.documents} lines)")
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    from fairseq_plugins.cli.prepare import main
 
-    sys.exit(main())
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
+
+    command_moved("fairseq_plugins.text.prepare", "fairseq_plugins.cli.prepare")

@@ -137,7 +137,8 @@ def restore(args):
         print(f"{PROG}: warning: {counts['empty']} empty summaries (kept as empty lines)", file=sys.stderr)
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    from fairseq_plugins.cli.restore import main
 
-    sys.exit(main())
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
+
+    command_moved("fairseq_plugins.text.restore", "fairseq_plugins.cli.restore")

@@ -140,9 +140,8 @@ def load(checkpoint: str, bin_dir: str, split: str):
     return models[0].eval(), task
 
 
-if __name__ == "__main__":  # the old ``python -m`` path of this command, kept for one release
-    import sys
 
-    from fairseq_plugins.cli.attention_stats import main
+if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
+    from fairseq_plugins.moved import command_moved
 
-    sys.exit(main())
+    command_moved("fairseq_plugins.viz.attention_stats", "fairseq_plugins.cli.attention_stats")
