@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional
 
+from lib import read_lines, write_lines
+
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
 LCSTS = SHARED / "lcsts_part2"  # LCSTS PART_II: train.tsv and val.tsv, summary<TAB>text
@@ -49,16 +51,6 @@ def cnndm_documents(count: Optional[int] = None, by_id: bool = False) -> List[di
     return docs[:count] if count else docs
 
 
-def split_lines(path: Path) -> List[str]:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().splitlines()
-
-
-def write_split(raw: Path, split: str, side: str, lines: List[str]) -> None:
-    with open(raw / f"{split}.{side}", "w", encoding="utf-8") as handle:
-        handle.writelines(line + "\n" for line in lines)
-
-
 def lcsts_raw(exp, raw: Path, valid_size: int = 500) -> Dict[str, int]:
     """LCSTS PART_II: train.tsv -> raw/train.*; val.tsv in file order -> raw/valid.* (the first valid_size
     pairs) and raw/test.* (the rest).  Returns the number of pairs per split."""
@@ -67,13 +59,13 @@ def lcsts_raw(exp, raw: Path, valid_size: int = 500) -> Dict[str, int]:
     exp.run(lcsts_convert("train.tsv", raw / "train"), "convert_train.log")
     exp.run(lcsts_convert("val.tsv", raw / "heldout"), "convert_val.log")
     for side in ("src", "tgt"):
-        lines = split_lines(raw / f"heldout.{side}")
+        lines = read_lines(raw / f"heldout.{side}")
         if not 0 < valid_size < len(lines):
             exp.fail(f"the validation size must be in 1..{len(lines) - 1}")
-        write_split(raw, "valid", side, lines[:valid_size])
-        write_split(raw, "test", side, lines[valid_size:])
+        write_lines(raw / f"valid.{side}", lines[:valid_size])
+        write_lines(raw / f"test.{side}", lines[valid_size:])
         (raw / f"heldout.{side}").unlink()
-    return {split: len(split_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
+    return {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
 
 
 def cnndm_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 300) -> Dict[str, int]:
@@ -89,9 +81,9 @@ def cnndm_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 300) -> Di
     splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
               "train": docs[test_size + valid_size:]}
     for split, part in splits.items():
-        write_split(raw, split, "src", [" ".join(doc["article"].split()) for doc in part])
-        write_split(raw, split, "tgt", [" <q> ".join(" ".join(s.split()) for s in doc["reference"]) for doc in part])
-        write_split(raw, split, "ids", [doc["id"] for doc in part])
+        write_lines(raw / f"{split}.src", [" ".join(doc["article"].split()) for doc in part])
+        write_lines(raw / f"{split}.tgt", [" <q> ".join(" ".join(s.split()) for s in doc["reference"]) for doc in part])
+        write_lines(raw / f"{split}.ids", [doc["id"] for doc in part])
     return {split: len(part) for split, part in splits.items()}
 
 
@@ -106,11 +98,11 @@ def csl_raw(exp, raw: Path) -> None:
     """CSL abstract -> title pairs: ydli files are ``to title<TAB>abstract<TAB>title``, clge ``title<TAB>abstract``;
     ydli_dev and clge_val train, ydli_test's first 200 validate and the rest test."""
     def pairs(name, src_col, tgt_col):
-        rows = [line.split("\t") for line in split_lines(CSL / name)]
+        rows = [line.split("\t") for line in read_lines(CSL / name)]
         return [(row[src_col], row[tgt_col]) for row in rows]
 
     train = pairs("ydli_dev.tsv", 1, 2) + pairs("clge_val.tsv", 1, 0)
     test = pairs("ydli_test.tsv", 1, 2)
     for split, rows in (("train", train), ("valid", test[:200]), ("test", test[200:])):
-        write_split(raw, split, "src", [src for src, _ in rows])
-        write_split(raw, split, "tgt", [tgt for _, tgt in rows])
+        write_lines(raw / f"{split}.src", [src for src, _ in rows])
+        write_lines(raw / f"{split}.tgt", [tgt for _, tgt in rows])

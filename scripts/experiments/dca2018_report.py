@@ -44,9 +44,8 @@ from typing import Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, training_code  # noqa: E402
-from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, read_lines, repetition, sentences,  # noqa: E402
-                 train_facts, verdict)
-from rouge_significance import paired_bootstrap, read_per_doc  # noqa: E402
+from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, paired_intervals, per_doc_rouge, read_lines,  # noqa: E402
+                 repetition, sentences, train_facts, verdict)
 
 RESAMPLES = 10000
 
@@ -123,12 +122,7 @@ class Run:
 
     def per_doc(self, name: str) -> Path:
         """Official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt (cached in logs/)."""
-        table = self.exp.logs / f"rouge_{name}.per_doc.tsv"
-        if not table.is_file():
-            self.exp.run(["summ-rouge", "--refs", self.work / "data" / "ref" / "test.tgt", "--hyps",
-                          self.work / "outputs" / f"{name}.txt", "--lang", "en", "--per-doc", table],
-                         f"rouge_{name}.per_doc.log")
-        return table
+        return per_doc_rouge(self.exp, name, "en")
 
     def test_stats(self, label: str) -> Dict:
         """attention_stats.py on the test references with the decoded checkpoint (cached beside it)."""
@@ -314,8 +308,7 @@ def file_key(path) -> tuple:
 def bootstrap_files(key_a: tuple, key_b: tuple):
     """One paired bootstrap per pair of per-document score files (path, mtime, size): sections 2 and 5 read the
     same intervals."""
-    delta, low, high, _ = paired_bootstrap(read_per_doc(key_a[0]), read_per_doc(key_b[0]), RESAMPLES, 1)
-    return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
+    return paired_intervals(key_a[0], key_b[0], RESAMPLES)
 
 
 def interval(a: Dict, b: Dict) -> str:

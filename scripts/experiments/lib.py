@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever checkout the venv was installed from
 from fairseq_plugins.scoring import summary_stats  # noqa: E402
+from fairseq_plugins.scoring.significance import paired_bootstrap, read_per_doc  # noqa: E402
 from fairseq_plugins.text import textio  # noqa: E402
 
 ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
@@ -135,6 +136,24 @@ def read_lines(path: Path) -> List[str]:
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------- significance
+def per_doc_rouge(exp: "Experiment", name: str, lang: str) -> Path:
+    """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of WORK/outputs/NAME.txt against
+    the test references (summ-rouge --per-doc), computed once."""
+    table = exp.logs / f"rouge_{name}.per_doc.tsv"
+    if not table.is_file():
+        exp.run(["summ-rouge", "--refs", exp.work / "data" / "ref" / "test.tgt", "--hyps",
+                 exp.work / "outputs" / f"{name}.txt", "--lang", lang, "--per-doc", table], f"rouge_{name}.per_doc.log")
+    return table
+
+
+def paired_intervals(per_doc_a: Path, per_doc_b: Path, resamples: int = 10000) -> List[Tuple[float, float, float]]:
+    """[(difference, low, high)] of B - A in ROUGE points for ROUGE-1, -2 and -L: a 95 % paired bootstrap over the
+    test documents (seed 1)."""
+    delta, low, high, _ = paired_bootstrap(read_per_doc(per_doc_a), read_per_doc(per_doc_b), resamples, 1)
+    return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
 
 
 # ----------------------------------------------------------------------------------------------- project steps

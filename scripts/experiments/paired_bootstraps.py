@@ -19,9 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import Experiment, verdict  # noqa: E402  (lib puts this checkout's fairseq_plugins first on sys.path)
-
-from fairseq_plugins.scoring.significance import paired_bootstrap, read_per_doc  # noqa: E402
+from lib import Experiment, paired_intervals, per_doc_rouge, verdict  # noqa: E402
 
 RESAMPLES = 10000
 
@@ -38,21 +36,15 @@ def tabulated(exp: Experiment) -> set:
 def per_doc(exp: Experiment, name: str, lang: str) -> Path:
     """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt, for a system
     and decoding of the folder's table only."""
-    table = exp.logs / f"rouge_{name}.per_doc.tsv"
     hyps = exp.work / "outputs" / f"{name}.txt"
     if name not in tabulated(exp) or not hyps.is_file():
         exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or {hyps} is missing")
-    if not table.is_file():
-        exp.run(["summ-rouge", "--refs", exp.work / "data" / "ref" / "test.tgt", "--hyps", hyps, "--lang", lang,
-                 "--per-doc", table], f"rouge_{name}.per_doc.log")
-    return table
+    return per_doc_rouge(exp, name, lang)
 
 
 def intervals(exp: Experiment, a: str, b: str, lang: str):
     """[(difference, low, high)] of B - A in ROUGE points for ROUGE-1, -2 and -L."""
-    delta, low, high, _ = paired_bootstrap(read_per_doc(per_doc(exp, a, lang)), read_per_doc(per_doc(exp, b, lang)),
-                                           RESAMPLES, 1)
-    return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
+    return paired_intervals(per_doc(exp, a, lang), per_doc(exp, b, lang), RESAMPLES)
 
 
 def language(exp: Experiment) -> str:
