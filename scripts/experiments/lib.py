@@ -157,13 +157,21 @@ def paired_intervals(per_doc_a: Path, per_doc_b: Path, resamples: int = 10000) -
 
 
 # ----------------------------------------------------------------------------------------------- project steps
+def is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 def option_groups(options: Sequence[str], ignore: Sequence[str] = ()) -> List[List[str]]:
     """train.sh options as fairseq reads them: each ``--flag`` with its values, sorted, so two orders of the
     same options compare equal (kept in their order when a flag repeats, since the last one then wins); the
     flags in ``ignore`` are left out with their values."""
     groups, flags = [], []
     for word in options:
-        if word.startswith("-") and not word.lstrip("-").replace(".", "").isdigit():
+        if word.startswith("-") and not is_number(word):  # a negative value (-0.5, -1e-4) is not a flag
             groups.append([word])
             flags.append(word)
         elif groups:
