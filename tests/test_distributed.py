@@ -125,12 +125,14 @@ def test_sigterm_saves_on_every_rank_skips_validation_exits_75_and_the_same_comm
                                                                                              tmp_path):
     """torchrun_train.sh forwards SIGTERM to torchrun, which passes it on to the workers with a shutdown timeout of
     the script's; they finish the update together, skip the validation due after it, rank 0 saves, they stop,
-    and the script exits 75 (torchrun's own status after a signal is not the workers')."""
+    and the script exits 75 (torchrun's own status after a signal is not the workers').  torchrun signals each
+    worker's process group, DataLoader processes included (two per rank here); they must not take the workers
+    down before they save."""
     import signal
     import time
 
-    validating = [option for option in TINY if option != "--disable-validation"] + ["--validate-interval-updates",
-                                                                                       "1"]
+    validating = [option for option in TINY if option != "--disable-validation"]
+    validating += ["--validate-interval-updates", "1", "--num-workers", "2"]
     command = ["scripts/launch/torchrun_train.sh", "--nproc-per-node", "2", "--shutdown-timeout", "120", data,
                tmp_path / "model", *validating, "--max-update", "6"]
     log = tmp_path / "first.log"

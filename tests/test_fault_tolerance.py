@@ -213,3 +213,39 @@ def test_plain_fairseq_train_dies_on_sigusr1_without_saving(data, tmp_path):
     assert trainer.returncode == -signal.SIGUSR1 or trainer.returncode == 128 + signal.SIGUSR1
     assert "Saved checkpoint" not in "".join(log)
     assert not (save / "checkpoint_last.pt").exists()  # the 2+ updates done are lost
+
+
+# A DataLoader in a process that stops on signals as fairseq_worker.py makes it: its loader processes (two,
+# slowed so that they are alive when the signal comes) get the group-wide SIGTERM that torchrun and Slurm send.
+_LOADER_UNDER_A_GROUP_SIGNAL = """
+import os, signal, sys, time
+import torch
+sys.path.insert(0, "scripts/launch")
+import fairseq_worker
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, index):
+        time.sleep(0.02)
+        return index
+
+fairseq_worker.data_workers_ignore_stop_signals()
+signal.signal(signal.SIGTERM, lambda signum, frame: print("stop requested", flush=True))
+seen = []
+try:
+    for batch in torch.utils.data.DataLoader(Slow(), batch_size=2, num_workers=2):
+        seen += batch.tolist()
+        if len(seen) == 2:
+            os.killpg(0, signal.SIGTERM)  # the whole process group, loader processes included
+    print("items", seen == list(range(40)), flush=True)
+finally:
+    fairseq_worker.end_data_workers()
+"""
+
+
+def test_data_loader_processes_outlive_a_group_sigterm_so_the_training_process_can_save(tmp_path):
+    process = subprocess.run([sys.executable, "-c", _LOADER_UNDER_A_GROUP_SIGNAL], cwd=ROOT, env=command_env(),
+                             capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert "stop requested" in process.stdout and "items True" in process.stdout

@@ -25,11 +25,14 @@ process:
 Stopping on a signal (preemption).  fairseq-train installs no signal handler: SIGUSR1 or SIGTERM kill it
 where it stands and every update since its last checkpoint is lost.  This worker turns SIGUSR1 and SIGTERM
 into "finish the current update, save checkpoint_last.pt, stop" (a validation due after that update is skipped
-unless the run ends there anyway, so that the save fits in the launcher's shutdown time): every rank all-reduces a stop flag once per
-update (one scalar), so all ranks stop after the same update and rank 0 saves while the others wait.  The
+unless the run ends there anyway, so that the save fits in the launcher's shutdown time): every rank
+all-reduces a stop flag once per update (one scalar), so all ranks stop after the same update and rank 0 saves
+while the others wait.  The
 worker then exits with status 75 (EX_TEMPFAIL, "resumable"); the same command resumes from checkpoint_last.pt
 (fairseq's default --restore-file) with the same data order and learning-rate schedule.  A run that reaches
-its end (--max-update, --max-epoch, patience) exits 0 even when a signal came in its last update.
+its end (--max-update, --max-epoch, patience) exits 0 even when a signal came in its last update.  torchrun and
+Slurm signal every process of a worker, its DataLoader processes too: those ignore the stop signals, so that the
+worker can still read its batch and save, and are ended when training returns.
 """
 import logging
 import math
@@ -156,6 +159,35 @@ def record_resumable(updates: int) -> None:
             handle.write(f"stopped on a signal after update {updates}, checkpoint_last.pt saved\n")
 
 
+def data_workers_ignore_stop_signals():
+    """torchrun and Slurm signal a worker's whole process group, which holds its DataLoader processes too; torch
+    makes those die on SIGTERM (and SIGUSR1 kills by default), and the training process then fails on its next
+    batch before it can save.  Only the training process stops on these signals: its data loaders (forked, so
+    they inherit this patch) ignore them, and ``end_data_workers`` ends them when training returns."""
+    from torch.utils.data._utils import signal_handling
+
+    set_torch_handlers = signal_handling._set_worker_signal_handlers
+
+    def set_handlers(*args, **kwargs):
+        set_torch_handlers(*args, **kwargs)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+    signal_handling._set_worker_signal_handlers = set_handlers
+
+
+def end_data_workers() -> None:
+    """Kill the DataLoader processes still alive (an epoch left part-way on a stop signal): they ignore SIGTERM,
+    so multiprocessing's exit handler, which terminates and then joins them, would wait for ever.  torch's
+    SIGCHLD handler would report their deaths as a failure, so it is reset first."""
+    import multiprocessing
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join()
+
+
 def install_stop_on_signal():
     """Make fairseq-train save checkpoint_last.pt and stop, on every rank together, after a stop signal."""
     from fairseq_cli import train as fairseq_train  # first: it sets up fairseq-train's logging (to stdout)
@@ -195,6 +227,7 @@ def install_stop_on_signal():
         return valid_losses, True
 
     fairseq_train.validate_and_save = validate_and_save
+    data_workers_ignore_stop_signals()
     for signum in STOP_SIGNALS:
         signal.signal(signum, _request_stop)
 
@@ -214,7 +247,10 @@ def main(argv=None) -> int:
     from fairseq_cli import train as fairseq_train
 
     sys.argv = ["fairseq-train", *args]
-    fairseq_train.cli_main()
+    try:
+        fairseq_train.cli_main()
+    finally:
+        end_data_workers()
     if _stop["stopped_early"]:
         return RESUMABLE_EXIT
     return 0
