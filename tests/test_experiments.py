@@ -70,7 +70,7 @@ def test_an_interrupted_system_resumes_only_when_it_was_started_with_the_same_re
     want = compare.training_record(exp, tmp_path / "data", system)
     model = interrupted_run(exp, "pgn")
     (model / "checkpoint_last.pt").write_bytes(b"old last")
-    compare.mark_started(model, want, 60.0)
+    records.mark_started(model, want, 60.0)
     started = json.loads((model / records.STARTED).read_text())
     started["started_at"] -= 30.0  # its last checkpoint was saved 30 s after it started
     (model / records.STARTED).write_text(json.dumps(started))
@@ -83,7 +83,7 @@ def test_an_interrupted_system_resumes_only_when_it_was_started_with_the_same_re
 
     other = ("pgn", "lcsts_char", ["--copy"], None, 12)  # another budget: never resumed from this run
     (model / "train_seconds").unlink()
-    compare.mark_started(model, want, 0.0)
+    records.mark_started(model, want, 0.0)
     compare.train(exp, tmp_path / "data", other, retrain=False)
     assert len(exp.commands) == 2 and not (model / "checkpoint_last.pt").exists()  # removed: a fresh start
     assert not (exp.logs / "train_pgn.log").read_text().startswith("num_updates=3")
@@ -170,6 +170,40 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
     assert trains(reuse_stale=True) == (0, "def5678")  # another torch: the code record again
     (data / "prep.json").write_text('{"settings": {}}')  # other data: never kept by --reuse-stale
     assert trains(reuse_stale=True) == (1, None)
+
+
+class CountingExperiment(Experiment):
+    """Counts the commands; each writes one log line and nothing else (a training with --no-save)."""
+
+    def __init__(self, work):
+        super().__init__("test", work)
+        self.runs = 0
+
+    def run(self, cmd, log_name, stdout=None, append=False):
+        self.runs += 1
+        (self.logs / log_name).write_text("loss=1.0\n")
+        return 1.0
+
+
+def test_a_training_that_saves_nothing_is_reused_by_its_record_alone_and_never_resumed(tmp_path):
+    """see2017_adagrad.py's runs (fairseq-train --no-save): no checkpoint to check or resume from."""
+    exp = CountingExperiment(tmp_path / "work")
+    data, model = tmp_path / "data", tmp_path / "work" / "models" / "adagrad"
+    data.mkdir()
+    (data / "prep.json").write_text("{}")
+
+    def trains(updates, saves=False):
+        before = exp.runs
+        want = records.training_record("lcsts_char", ["--max-update", updates, "--no-save"], data)
+        records.train_or_reuse(exp, "adagrad", model, "train-adagrad.log", want, ["fairseq-train"], saves=saves)
+        return exp.runs - before
+
+    assert trains(3) == 1 and trains(3) == 0 and not (model / "checkpoint_best.pt").exists()
+    assert trains(3, saves=True) == 1  # a training that should have saved a checkpoint and did not: again
+    assert trains(4) == 1 and records.read_record(model)["train_options"][-2:] == ["4", "--no-save"]
+    (model / "train_seconds").unlink()  # an interrupted run of the same record: started again, not resumed
+    (model / "checkpoint_last.pt").write_bytes(b"stray")
+    assert trains(4) == 1 and not (model / "checkpoint_last.pt").exists()
 
 
 class DecodingExperiment(Experiment):

@@ -15,7 +15,8 @@ Validation never changes the weights, so both runs should end on the same checkp
 whether they do.  Each of the
 three checkpoints summarizes the test split with the config's GEN_ARGS; official ROUGE-1.5.5 scores it, and a
 paired bootstrap (summ-rouge-significance) compares the default with the better of the other two.  A finished
-step is not run again (resumable); the report is rebuilt from the per-document scores.
+step is not run again (resumable; a training only when its record matches, scripts/experiments/records.py);
+the report is rebuilt from the per-document scores.
 """
 import argparse
 import json
@@ -26,6 +27,7 @@ from typing import Dict, List
 
 from corpora import aclsum_raw, csl_raw
 from lib import ROOT, Experiment, lead, official_rouge, read_lines, write_lines
+from records import train_or_reuse, training_record
 
 CORPORA = {"aclsum": ("scitldr_small", "en"), "csl": ("lcsts_char", "zh")}
 LEAD = {"aclsum": 1, "csl": 20}  # the trivial baseline: the first sentence (English) or 20 characters (Chinese)
@@ -72,10 +74,12 @@ def config_file(exp: Experiment, corpus: str, run: str) -> str:
 
 
 def trained(exp: Experiment, corpus: str, seed: int, updates: int, run: str) -> Path:
-    model = exp.work / corpus / f"seed{seed}" / run
-    if not (model / "checkpoint_last.pt").is_file():
-        exp.run(["./train.sh", "-c", config_file(exp, corpus, run), "--force-config", prepared(exp, corpus), model,
-                 "--max-update", str(updates), "--seed", str(seed)], f"train_{corpus}_{seed}_{run}.log")
+    """The run's model folder, trained, resumed or reused by its training record (records.train_or_reuse)."""
+    model, config, data = exp.work / corpus / f"seed{seed}" / run, config_file(exp, corpus, run), prepared(exp, corpus)
+    options = ["--max-update", str(updates), "--seed", str(seed)]
+    train_or_reuse(exp, f"{corpus} seed {seed} {run}", model, f"train_{corpus}_{seed}_{run}.log",
+                   training_record(config, options, data),
+                   ["./train.sh", "-c", config, "--force-config", data, model, *options])
     return model
 
 

@@ -62,8 +62,8 @@ import slurm_table  # noqa: E402
 from corpora import cnndm_raw, lcsts_raw  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, config_array, decode_facts, hold_lock,  # noqa: E402
                  lead, official_rouge, read_lines, repetition, train_facts, write_lines)
-from records import (code_record, decoding_code, git_commit, mark_started, package_version,  # noqa: E402
-                     read_record, record_training, resume_point, reuse_verdict, sha256, test_data, training_code)
+import records  # noqa: E402
+from records import decoding_code, git_commit, package_version, read_record, sha256, test_data  # noqa: E402
 
 SPLITS = ("train", "valid", "test")
 
@@ -188,19 +188,11 @@ def model_dir(exp: Experiment, label: str) -> Path:
 
 
 def training_record(exp: Experiment, data: Path, system) -> dict:
-    """What makes a trained system what it is: the train.sh options (config name, extra options, updates), the
-    config file's text, the data's preprocessing record (prep.json) and, for a continued system, its parent's
-    record.  Paths of the work folder are left out, so a moved work folder still matches."""
+    """A system's training record (records.training_record): its config, extra options and updates, the data and,
+    for a continued system, its parent's record."""
     label, config, extra, parent, updates = system
-    config_file = ROOT / "configs" / f"{config}.conf"
-    prep = data / "prep.json"
-    return {
-        "train_options": ["-c", config, *map(str, extra), "--max-update", str(updates)],
-        "config_text": config_file.read_text(encoding="utf-8") if config_file.is_file() else None,
-        "data_prep": prep.read_text(encoding="utf-8") if prep.is_file() else None,
-        "parent": None if parent is None else read_record(model_dir(exp, parent)),
-        "code": code_record(training_code(config)),
-    }
+    parent_record = None if parent is None else read_record(model_dir(exp, parent))
+    return records.training_record(config, [*extra, "--max-update", updates], data, parent_record)
 
 
 def data_config(data: Path) -> Optional[str]:
@@ -210,36 +202,14 @@ def data_config(data: Path) -> Optional[str]:
 
 
 def train(exp: Experiment, data: Path, system, retrain: bool, reuse_stale: bool = False):
-    """Trains a system, or reuses its finished training when the recorded training (``training_record``)
-    matches exactly (with ``reuse_stale``: but for the code, and its facts then say ``older_code``); anything
-    else is trained again from the start, with the reason logged."""
+    """(the system's folder, its facts): trained, resumed or reused by its record (records.train_or_reuse); with
+    ``reuse_stale`` a system made by older code is kept and its facts say ``older_code``."""
     label = system[0]
     model = model_dir(exp, label)
-    log_name = f"train_{label}.log"
-    want = training_record(exp, data, system)
-    verdict, older = ("--retrain", None) if retrain else reuse_verdict(exp, model, log_name, want, reuse_stale)
-    if verdict is None:
-        if older:
-            exp.log(f"{label}: --reuse-stale: reusing the training in {model}, made by older code (commit {older})")
-            return model, dict(trained_facts(exp, data, model, label), older_code=older)
-        exp.log(f"{label}: reusing the finished training in {model} (same options, config, data, parent and code)")
-        return model, trained_facts(exp, data, model, label)
-    earlier = None if retrain else resume_point(model, want)
-    if earlier is None:
-        start_afresh(exp, model, label, verdict)
-    else:
-        exp.log(f"{label}: resuming the interrupted training from {model / 'checkpoint_last.pt'} (started with the "
-                f"same options, config, data and parent; {earlier / 60:.1f} min of training before it)")
-    mark_started(model, want, earlier or 0.0)
-    seconds = exp.run(train_command(exp, data, system), log_name, append=earlier is not None)
-    record_training(model, want, (earlier or 0.0) + seconds)
-    return model, trained_facts(exp, data, model, label)
-
-
-def start_afresh(exp: Experiment, model: Path, label: str, verdict: str) -> None:
-    if (model / "train_seconds").is_file():
-        exp.log(f"{label}: training again from the start: {verdict}")
-    shutil.rmtree(model, ignore_errors=True)  # a fresh run: never resume one with another budget
+    older = records.train_or_reuse(exp, label, model, f"train_{label}.log", training_record(exp, data, system),
+                                   train_command(exp, data, system), retrain, reuse_stale)
+    facts = trained_facts(exp, data, model, label)
+    return model, (dict(facts, older_code=older) if older else facts)
 
 
 def train_command(exp: Experiment, data: Path, system, launcher=None) -> list:

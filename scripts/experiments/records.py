@@ -1,19 +1,22 @@
 """The training and decode records of the experiment scripts: what made a trained system or a decode, compared to
-decide whether it is reused, resumed or run again (compare.py's steps; shi2018_table1.py and the reports read them).
+decide whether it is reused, resumed or run again.  ``train_or_reuse`` is the one training step of compare.py,
+shi2018_table1.py, see2017_adagrad.py and checkpoint_choice.py; slurm_table.py and the reports read the records.
 
 A training record (MODEL/training.json) holds the train.sh options, the config file's text, the data's prep.json,
-a continued system's parent record and the code: one SHA-256 of train.sh, scripts/lib.sh, the launchers' common.sh,
-the config chain and fairseq_plugins/, with fairseq's and torch's versions and the commit.  Records are compared
-with the options as fairseq reads them (any order) and the code without its commit (``comparable``).
+a continued system's parent record, the digests of other inputs (a word2vec file) and the code: one SHA-256 of
+train.sh, scripts/lib.sh, the launchers' common.sh, the config chain and fairseq_plugins/, with fairseq's and
+torch's versions and the commit.  Records are compared with the options as fairseq reads them (any order) and the
+code without its commit (``comparable``).
 """
 import hashlib
 import importlib.metadata
 import json
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from lib import ROOT, Experiment, option_groups
 
@@ -21,7 +24,8 @@ from lib import ROOT, Experiment, option_groups
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
 
 
-SOURCED = re.compile(r'^\s*(?:source|\.)\s+"?\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([\w.-]+\.conf)"?', re.M)
+# A config sourcing another: beside it (the shipped configs' form) or by an absolute path (a derived config).
+SOURCED = re.compile(r'^\s*(?:source|\.)\s+"?(?:\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/)?([^"\s]+\.conf)"?', re.M)
 
 
 STARTED = "training.started.json"  # beside a training under way: its record, when it started, earlier attempts
@@ -53,9 +57,14 @@ def git_commit() -> Optional[str]:
     return head + ("+" if dirty else "")
 
 
+def config_file(config: str) -> Path:
+    """The file of ``config``: a name of configs/ or the path of a .conf file (as train.sh -c takes either)."""
+    return Path(config) if config.endswith(".conf") else ROOT / "configs" / f"{config}.conf"
+
+
 def config_chain(config: str) -> list:
-    """configs/CONFIG.conf and every config it sources (``source .../X.conf``), recursively."""
-    chain, todo = [], [ROOT / "configs" / f"{config}.conf"]
+    """configs/CONFIG.conf (or the file CONFIG) and every config it sources (``source .../X.conf``), recursively."""
+    chain, todo = [], [config_file(config)]
     while todo:
         path = todo.pop()
         if path in chain or not path.is_file():
@@ -71,6 +80,59 @@ def training_code(config: str) -> list:
     scripts = [ROOT / "train.sh", ROOT / "scripts" / "lib.sh", ROOT / "scripts" / "launch" / "common.sh"]
     return [path for path in scripts if path.is_file()] + config_chain(config) + sorted(
         (ROOT / "fairseq_plugins").rglob("*.py"))
+
+
+def training_record(config: str, options: Sequence, data: Path, parent: Optional[dict] = None,
+                    inputs: Optional[dict] = None) -> dict:
+    """What makes a trained system what it is: the train.sh options (``-c CONFIG`` and ``options``, budget
+    included), the config file's text, the data's preprocessing record (prep.json), a continued system's
+    parent record, ``inputs`` (name: SHA-256 of a file the training reads, e.g. word2vec) and the code.
+    Paths of the work folder are left out, so a moved work folder still matches."""
+    path, prep = config_file(config), data / "prep.json"
+    record = {
+        "train_options": ["-c", path.stem if config.endswith(".conf") else config, *map(str, options)],
+        "config_text": path.read_text(encoding="utf-8") if path.is_file() else None,
+        "data_prep": prep.read_text(encoding="utf-8") if prep.is_file() else None,
+        "parent": parent,
+        "code": code_record(training_code(config)),
+    }
+    if inputs:
+        record["inputs"] = inputs
+    return record
+
+
+def train_or_reuse(exp: Experiment, label: str, model: Path, log_name: str, want: dict, command: Sequence,
+                   retrain: bool = False, reuse_stale: bool = False, saves: bool = True) -> Optional[str]:
+    """Trains ``label`` into ``model`` with ``command`` (output in logs/LOG_NAME), unless a finished training of
+    record ``want`` is there (reused; with ``reuse_stale`` also one made by other code), or resumes an
+    interrupted one of the same record from its checkpoint_last.pt (log appended, time of the attempts added);
+    anything else starts again from nothing, the reason logged.  ``saves``: False for a run that writes no
+    checkpoint (--no-save), which is reused by its record alone and never resumed.  Returns the commit of the
+    older code a --reuse-stale system was trained on, else None."""
+    verdict, older = ("--retrain", None) if retrain else reuse_verdict(exp, model, log_name, want, reuse_stale,
+                                                                       saves)
+    if verdict is None:
+        exp.log(f"{label}: reusing the finished training in {model} " + (
+            f"(--reuse-stale: made by older code, commit {older})" if older
+            else "(same options, config, data, parent and code)"))
+        return older
+    earlier = resume_point(model, want) if saves and not retrain else None
+    if earlier is None:
+        start_afresh(exp, model, label, verdict)
+    else:
+        exp.log(f"{label}: resuming the interrupted training from {model / 'checkpoint_last.pt'} (started with the "
+                f"same record; {earlier / 60:.1f} min of training before it)")
+    mark_started(model, want, earlier or 0.0)
+    seconds = exp.run(command, log_name, append=earlier is not None)
+    record_training(model, want, (earlier or 0.0) + seconds)
+    return None
+
+
+def start_afresh(exp: Experiment, model: Path, label: str, verdict: str) -> None:
+    """Removes what an earlier training left in ``model``: a fresh run never resumes one with another record."""
+    if model.exists():
+        exp.log(f"{label}: training from the start: {verdict}")
+    shutil.rmtree(model, ignore_errors=True)
 
 
 def read_record(model: Path) -> Optional[dict]:
@@ -89,12 +151,14 @@ def comparable(record: Optional[dict]) -> Optional[dict]:
                 parent=comparable(record.get("parent")))
 
 
-def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False):
+def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse_stale: bool = False,
+                  saves: bool = True):
     """(why it is retrained, or None to reuse it; the commit of older code it keeps, or None) for the system in
     ``model``: reused when it finished training with exactly ``want``, or, with ``reuse_stale``, with ``want``
-    but for the code (then the row says so)."""
+    but for the code (then the row says so).  ``saves``: its checkpoint_best.pt must be there."""
     finished = (model / "train_seconds").is_file()  # written only when training ran to the end
-    if not finished or not (model / "checkpoint_best.pt").is_file() or not (exp.logs / log_name).is_file():
+    saved = not saves or (model / "checkpoint_best.pt").is_file()
+    if not finished or not saved or not (exp.logs / log_name).is_file():
         return "no finished training", None
     have = read_record(model)
     if have is None:

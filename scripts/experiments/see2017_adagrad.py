@@ -30,6 +30,8 @@ Writes, under WORK:
   loss_table.md      the loss every 10 updates (at that update and the mean of the 10 updates ending there)
   losses.csv         every update's loss and nll_loss for both runs
   logs/              every command's output
+  models/VARIANT/    each run's training record (scripts/experiments/records.py; the runs save no checkpoint):
+                     a run is reused when its record (options, config, data, code) is what this one would train
 The loss is fairseq's logged ``loss`` of focal_copy_coverage: per summary, the mean over its steps, in bits
 (base 2); with the DTU configs' alpha 1, gamma 0 it is See et al.'s NLL (+ coverage loss if the config has it).
 Threads: torch uses one thread per core unless OMP_NUM_THREADS is set; on a shared machine set it to 1.
@@ -44,7 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpora import CNNDM, cnndm_lines, require  # noqa: E402
-from lib import ROOT, config_array, log_tail, run_logged  # noqa: E402
+from lib import ROOT, Experiment, config_array  # noqa: E402
+from records import train_or_reuse, training_record  # noqa: E402
 
 SCITLDR = ROOT / "data" / "scitldr"
 LR = "0.15"  # See et al. (2017), section 5
@@ -57,20 +60,6 @@ OPTIMIZER_OPTIONS = ("--optimizer", "--lr", "--adagrad-initial-accumulator", "--
 TRAIN_LINE = re.compile(r"\| train_inner \| .*?\bloss=([\d.]+|nan|inf), nll_loss=([\d.]+|nan|inf),"
                         r".*?\bnum_updates=(\d+)")
 VALID_AND_TEST = 100  # documents of the CNN/DM slice held out as valid and test (preprocess.sh needs them)
-
-
-def log(message: str) -> None:
-    print(f"see2017_adagrad: {message}", file=sys.stderr, flush=True)
-
-
-def run(cmd, log_file: Path) -> float:
-    """Run a command with its output in log_file (train.sh's whole log: TRAIN_VERBOSE=1); exit with the log's tail
-    if it fails.  Returns the wall time."""
-    log(" ".join(shlex.quote(str(c)) for c in cmd) + f"   (log: {log_file})")
-    status, seconds = run_logged(cmd, log_file, dict(os.environ, TRAIN_VERBOSE="1"))
-    if status != 0:
-        sys.exit(f"see2017_adagrad: failed ({status}): {cmd[0]}\n{log_tail(log_file)}")
-    return seconds
 
 
 def without_options(args: list, names) -> list:
@@ -89,19 +78,19 @@ def without_options(args: list, names) -> list:
 
 
 # ------------------------------------------------------------------------------------------------ data
-def raw_cnndm(raw: Path, docs: int, logs: Path) -> None:
-    require(CNNDM, lambda message: sys.exit(f"see2017_adagrad: {message}; or use --data scitldr"))
+def raw_cnndm(exp: Experiment, raw: Path, docs: int) -> None:
+    require(CNNDM, exp.fail, "; or use --data scitldr")
     if docs <= 2 * VALID_AND_TEST:
-        sys.exit(f"see2017_adagrad: --docs must be more than {2 * VALID_AND_TEST} for cnndm "
-                 f"({VALID_AND_TEST} valid + {VALID_AND_TEST} test + training), got {docs}")
+        exp.fail(f"--docs must be more than {2 * VALID_AND_TEST} for cnndm ({VALID_AND_TEST} valid + "
+                 f"{VALID_AND_TEST} test + training), got {docs}")
     raw.mkdir(parents=True, exist_ok=True)
     head = raw / "part_a.head.jsonl"
     with head.open("w", encoding="utf-8") as out:
         out.writelines(cnndm_lines(docs))
-    run(["summ-convert", "jsonl", head, "--src-field", "article", "--tgt-field", "reference",
-         "--out-prefix", raw / "all"], logs / "convert.log")
-    run(["summ-convert", "split", "--in-prefix", raw / "all", "--out-dir", raw,
-         "--sizes", f"valid={VALID_AND_TEST},test={VALID_AND_TEST}", "--rest", "train"], logs / "split.log")
+    exp.run(["summ-convert", "jsonl", head, "--src-field", "article", "--tgt-field", "reference",
+             "--out-prefix", raw / "all"], "convert.log")
+    exp.run(["summ-convert", "split", "--in-prefix", raw / "all", "--out-dir", raw,
+             "--sizes", f"valid={VALID_AND_TEST},test={VALID_AND_TEST}", "--rest", "train"], "split.log")
 
 
 def raw_scitldr(raw: Path, docs) -> None:
@@ -114,42 +103,37 @@ def raw_scitldr(raw: Path, docs) -> None:
             (raw / f"{split}.{side}").write_text("".join(lines), encoding="utf-8")
 
 
-def prepare(args, logs: Path) -> Path:
+def prepare(exp: Experiment, args) -> Path:
     """Raw splits and preprocess.sh, each skipped when already done for the same settings."""
     name = f"{args.data}-docs{args.docs or 'all'}-{args.config}" + (f"-v{args.vocab_size}" if args.vocab_size else "")
-    raw, data = args.work / "raw" / name, args.work / "data" / name
+    raw, data = exp.work / "raw" / name, exp.work / "data" / name
     if not (raw / "train.tgt").exists():
-        raw_cnndm(raw, args.docs or 10_000, logs) if args.data == "cnndm" else raw_scitldr(raw, args.docs)
+        raw_cnndm(exp, raw, args.docs or 10_000) if args.data == "cnndm" else raw_scitldr(raw, args.docs)
     if not (data / "bin" / "dict.src.txt").exists():
         config = args.config
         if args.vocab_size:  # a config that is the chosen one with another vocabulary size (last value wins)
-            config = args.work / f"{args.config}.v{args.vocab_size}.conf"
+            config = exp.work / f"{args.config}.v{args.vocab_size}.conf"
             source = ROOT / "configs" / f"{args.config}.conf"
             config.write_text(f'source "{source}"\nPREP_ARGS+=(--vocab-size {args.vocab_size})\n', encoding="utf-8")
-        run([ROOT / "preprocess.sh", "-c", config, raw, data], logs / f"preprocess-{name}.log")
+        exp.run([ROOT / "preprocess.sh", "-c", config, raw, data], f"preprocess-{name}.log")
     return data
 
 
 # -------------------------------------------------------------------------------------------- training
-def train(variant: str, data: Path, base_args: list, args, logs: Path):
-    """One fairseq-train run; returns {update: (loss, nll_loss)} from its log (reused when already complete)."""
-    cmd = ["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", *base_args,
-           *VARIANTS[variant][1], "--max-update", str(args.updates), "--log-interval", "1",
-           "--log-format", "simple", "--disable-validation", "--no-save"]
-    log_file, cmd_file = logs / f"train-{variant}.log", logs / f"train-{variant}.cmd"
-    command = " ".join(shlex.quote(str(c)) for c in cmd)
-    done = log_file.exists() and cmd_file.exists() and cmd_file.read_text(encoding="utf-8") == command
-    if done and "done training" in log_file.read_text(encoding="utf-8", errors="replace"):
-        log(f"{variant}: reusing the completed run in {log_file}")
-    else:
-        seconds = run(cmd, log_file)
-        cmd_file.write_text(command, encoding="utf-8")
-        log(f"{variant}: {args.updates} updates in {seconds:.0f} s")
+def train(exp: Experiment, variant: str, data: Path, base_args: list, args):
+    """One fairseq-train run (reused when its training record matches); returns {update: (loss, nll_loss)} from
+    its log."""
+    options = [*base_args, *VARIANTS[variant][1], "--max-update", str(args.updates), "--log-interval", "1",
+               "--log-format", "simple", "--disable-validation", "--no-save"]
+    log_name = f"train-{variant}.log"
+    train_or_reuse(exp, variant, exp.work / "models" / variant, log_name, training_record(args.config, options, data),
+                   ["fairseq-train", data / "bin", "--user-dir", ROOT / "fairseq_plugins", *options], saves=False)
+    log_file = exp.logs / log_name
     losses = {int(n): (float(loss), float(nll)) for loss, nll, n in
               TRAIN_LINE.findall(log_file.read_text(encoding="utf-8", errors="replace"))}
     missing = sorted(set(range(1, args.updates + 1)) - set(losses))
     if missing:
-        sys.exit(f"see2017_adagrad: {log_file} has no loss for updates {missing[:5]}... (log format changed?)")
+        exp.fail(f"{log_file} has no loss for updates {missing[:5]}... (log format changed?)")
     return losses
 
 
@@ -227,29 +211,24 @@ def main():
         parser.error(f"--updates must be >= 1, got {args.updates}")
     if args.docs is not None and args.docs < 1:
         parser.error(f"--docs must be >= 1, got {args.docs}")
-    venv_bin = ROOT / ".venv" / "bin"
-    if venv_bin.is_dir():
-        os.environ["PATH"] = f"{venv_bin}:{os.environ['PATH']}"
-    args.work = args.work.resolve()
-    logs = args.work / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-
-    data = prepare(args, logs)
+    exp = Experiment("see2017_adagrad", args.work, threads=0)  # torch's threads, or OMP_NUM_THREADS if set
+    args.work = exp.work
+    data = prepare(exp, args)
     base_args = without_options(config_array(args.config, "TRAIN_ARGS"), OPTIMIZER_OPTIONS)
     if args.arch:
         base_args += ["--arch", args.arch]
     if args.max_tokens:
         base_args += ["--max-tokens", str(args.max_tokens)]
     base_args += shlex.split(args.train_args)
-    curves = {variant: train(variant, data, base_args, args, logs) for variant in VARIANTS}
+    curves = {variant: train(exp, variant, data, base_args, args) for variant in VARIANTS}
 
     first = {n: curves[n][1][0] for n in VARIANTS}
     if len(set(first.values())) != 1:  # same weights and batch: update 1's loss is computed before any step
-        log(f"warning: update 1 losses differ ({first}): the two runs did not start from the same model/batch")
+        exp.log(f"warning: update 1 losses differ ({first}): the two runs did not start from the same model/batch")
     setup = (f"Data: {args.data} ({data.name}); config {args.config}; fairseq-train options besides the "
              f"optimizer: `{' '.join(base_args)}`; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}.")
     write_outputs(curves, args, setup)
-    log(f"wrote {args.work / 'loss_curves.png'}, {args.work / 'loss_table.md'} and {args.work / 'losses.csv'}")
+    exp.log(f"wrote {args.work / 'loss_curves.png'}, {args.work / 'loss_table.md'} and {args.work / 'losses.csv'}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import records
 import slurm_launcher as slurm
 from lib import ROOT, Experiment
 
@@ -100,7 +101,7 @@ def plan_system(run: Submission, system, prepared: bool, prepare) -> None:
     verdict = "--retrain" if run.args.retrain else "data not prepared yet"
     if prepared and not run.args.retrain:
         want = compare.training_record(exp, exp.work / "data", system)
-        verdict, _ = compare.reuse_verdict(exp, model, train_log(exp, label).name, want)
+        verdict, _ = records.reuse_verdict(exp, model, train_log(exp, label).name, want)
     if verdict is None and rows_file(exp, label).is_file():
         run.report.append(f"{label}: finished ({rows_file(exp, label)})")
         return
@@ -111,7 +112,7 @@ def plan_system(run: Submission, system, prepared: bool, prepare) -> None:
     rows_file(exp, label).unlink(missing_ok=True)
     after = [run.decodes.get(parent)] if parent else []
     if verdict is not None:
-        compare.start_afresh(exp, model, label, verdict)
+        records.start_afresh(exp, model, label, verdict)
         parent_training = run.jobs.active(f"train:{parent}") if parent else None
         after.append(run.submit_training(system, [prepare, parent_training]))
     run.decodes[label] = run.submit_step(decode_step, after)
@@ -169,7 +170,7 @@ def decode_system(exp: Experiment, args, system, data: Path, counts, lang: str, 
     times = DONE_TRAINING.findall(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else []
     if not times or not (model / "checkpoint_best.pt").is_file():
         exp.fail(f"{label}: its training did not finish: see {log}")
-    compare.record_training(model, compare.training_record(exp, data, system), float(times[-1]))
+    records.record_training(model, compare.training_record(exp, data, system), float(times[-1]))
     facts = compare.trained_facts(exp, data, model, label)
     rows = [compare.evaluate(exp, data, label, config, model, decode, lang, counts["test"]) for decode in args.decode]
     rows_file(exp, label).parent.mkdir(exist_ok=True)
