@@ -173,7 +173,9 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
 
 
 class CountingExperiment(Experiment):
-    """Counts the commands; each writes one log line and nothing else (a training with --no-save)."""
+    """Counts the commands; each writes the log ``LOG`` and nothing else (a training with --no-save)."""
+
+    LOG = "loss=1.0\n"
 
     def __init__(self, work):
         super().__init__("test", work)
@@ -181,7 +183,7 @@ class CountingExperiment(Experiment):
 
     def run(self, cmd, log_name, stdout=None, append=False):
         self.runs += 1
-        (self.logs / log_name).write_text("loss=1.0\n")
+        (self.logs / log_name).write_text(self.LOG)
         return 1.0
 
 

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import records  # noqa: E402
 import shi2018_table1  # noqa: E402
 from lib import Experiment  # noqa: E402
+from test_experiments import CountingExperiment  # noqa: E402
 
 TINY = ["--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000",
         "--validate-interval-updates", "2", "--save-interval-updates", "2"]
@@ -83,20 +84,16 @@ def test_an_interrupted_row_resumes_with_its_whole_curve_and_a_changed_budget_tr
                                                                    *TINY]
 
 
-class FakeTraining(Experiment):
-    """A 'training' writes a finished model's files and one validation line; nothing runs."""
+class FakeTraining(CountingExperiment):
+    """A 'training' writes a finished model's checkpoint and a log with one validation; nothing runs."""
 
-    def __init__(self, work):
-        super().__init__("shi2018_table1", work)
-        self.trainings = 0
+    LOG = "valid on 'valid' subset | accuracy 12.5 | x | num_updates 4\n"
 
     def run(self, cmd, log_name, stdout=None, append=False):
-        self.trainings += 1
         model = Path(cmd[-3])  # train.sh -c CONFIG DATA MODEL --max-update N
         model.mkdir(parents=True, exist_ok=True)
         (model / "checkpoint_best.pt").write_bytes(b"model")
-        (self.logs / log_name).write_text("valid on 'valid' subset | accuracy 12.5 | x | num_updates 4\n")
-        return 1.0
+        return super().run(cmd, log_name, stdout, append)
 
 
 def test_a_finished_row_is_reused_and_trained_again_when_its_word2vec_file_or_config_changed(tmp_path, monkeypatch):
@@ -113,9 +110,9 @@ def test_a_finished_row_is_reused_and_trained_again_when_its_word2vec_file_or_co
     exp = FakeTraining(tmp_path / "work")
 
     def trains():
-        before = exp.trainings
+        before = exp.runs
         assert shi2018_table1.train(exp, 6, data, w2v, ["--max-update", "4"]) == [(4, 12.5)]
-        return exp.trainings - before
+        return exp.runs - before
 
     assert trains() == 1 and trains() == 0
     w2v.write_bytes(b"two")  # another word2vec file
