@@ -14,7 +14,8 @@ converted as scripts/experiments/checkpoint_choice.py converts them.  For each:
 Then the drain: tests/test_serve.py's SIGTERM-under-load test ``--drain-runs`` times with two busy loops on the
 machine beside it (so that the test runs on a loaded machine), and how many runs passed.
 Which checkpoint the default is, against best-by-loss and last, is docs/results/checkpoint_choice.md's measure.
-A finished training is reused (delete WORK/CORPUS/model to train again), and so are the drain runs
+A finished training is reused when its training record matches (scripts/experiments/records.py; delete
+WORK/CORPUS/model to train again), and so are the drain runs
 (WORK/drain.json, delete it to run them again); the report, rebuilt every run, says the commit each was made at.
 """
 import argparse
@@ -31,6 +32,7 @@ from typing import Dict, List, Tuple
 
 from checkpoint_choice import CORPORA, prepared
 from lib import ROOT, Experiment, read_lines, write_lines
+from records import read_record, train_or_reuse, training_record
 
 DRAIN_TEST = "tests/test_serve.py::test_sigterm_under_load_answers_every_accepted_request_and_exits_0"
 SHOWN = re.compile(r"^\s*(budget:|model |update \d+|end of epoch|validation at|Stopping|done training|best:|last:)")
@@ -50,20 +52,18 @@ def preprocess_warnings(exp: Experiment, corpus: str) -> List[str]:
 
 
 def train(exp: Experiment, corpus: str, updates: int) -> Dict:
-    """train.sh as a user runs it; its terminal kept in WORK/CORPUS/train.terminal."""
+    """train.sh as a user runs it (``user_env``), trained or reused by its record (records.train_or_reuse); its
+    terminal kept in WORK/logs/train_CORPUS.terminal."""
     config, _ = CORPORA[corpus]
-    model, terminal = exp.work / corpus / "model", exp.work / corpus / "train.terminal"
-    made_at = exp.work / corpus / "train.commit"
-    if not (model / "checkpoint_last.pt").is_file() or not terminal.is_file():
-        exp.log(f"{corpus}: train.sh -c {config}, {updates} updates, as a user runs it")
-        with terminal.open("w", encoding="utf-8") as err:
-            subprocess.run([str(ROOT / "train.sh"), "-c", config, str(prepared(exp, corpus)), str(model),
-                            "--max-update", str(updates)], cwd=ROOT, env=user_env(exp), stdout=subprocess.DEVNULL,
-                           stderr=err, stdin=subprocess.DEVNULL, check=True)
-        made_at.write_text(commit() + "\n", encoding="utf-8")
-    lines = read_lines(terminal)
+    data, model, terminal = prepared(exp, corpus), exp.work / corpus / "model", f"train_{corpus}.terminal"
+    options = ["--max-update", str(updates)]
+    as_a_user = Experiment(exp.name, exp.work)
+    as_a_user.env = user_env(exp)
+    train_or_reuse(as_a_user, corpus, model, terminal, training_record(config, options, data),
+                   [ROOT / "train.sh", "-c", config, data, model, *options])
+    lines = read_lines(exp.logs / terminal)
     log = read_lines(model / "train.log")
-    return {"terminal_lines": len(lines), "log_lines": len(log), "commit": made_at.read_text().strip(),
+    return {"terminal_lines": len(lines), "log_lines": len(log), "commit": read_record(model)["code"]["commit"],
             "shown": [line.strip() for line in lines if SHOWN.match(line)]}
 
 
