@@ -91,7 +91,7 @@ def training_record(config: str, options: Sequence, data: Path, parent: Optional
     Paths of the work folder are left out, so a moved work folder still matches."""
     path, prep = config_file(config), data / "prep.json"
     record = {
-        "train_options": ["-c", path.stem if config.endswith(".conf") else config, *map(str, options)],
+        "train_options": ["-c", path.stem, *map(str, options)],  # a config by name or by its file: its name
         "config_text": path.read_text(encoding="utf-8") if path.is_file() else None,
         "data_prep": prep.read_text(encoding="utf-8") if prep.is_file() else None,
         "parent": parent,
