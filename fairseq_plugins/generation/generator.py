@@ -1,5 +1,7 @@
 """The project's beam-search generator: fairseq's ``SequenceGenerator`` plus n-gram blocking that works on every
-device, and a GNMT-style coverage penalty.
+device, and a GNMT-style coverage penalty.  Plain beam search with one model runs as generation/beam_search.py,
+the same search in fewer operations per step and without waiting for the device inside the loop; everything
+else (ensembles, prefix tokens, constraints, sampling...) runs fairseq's own loop.
 
 ``--task summarization`` builds it (``SummarizationTask.build_generator``), so ``fairseq-generate``,
 ``fairseq-interactive``, ``generate.sh``, the hub API, the Slurm generation array and validation-time
@@ -9,6 +11,8 @@ generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same opti
                              continuations get probability 0 before the beam is chosen (ngram_blocking.py)
     --block-ignore TOKENS    n-grams containing one of these tokens may repeat (OpenNMT-py
                              ``-ignore_when_blocking``), e.g. ". , \\""; ``<unk>`` is always ignored
+    --fairseq-beam-search    run fairseq's own loop even where beam_search.py applies (same output; for
+                             comparisons)
     --coverage-penalty BETA  cp = BETA * sum_i log(min(sum_t a_i^t, 1.0)) added to each finished
                              hypothesis's score (Wu et al. 2016, "Google's Neural Machine Translation System",
                              Wu eq 14; OpenNMT-py ``-coverage_penalty wu -beta BETA``)
@@ -41,6 +45,7 @@ from torch import Tensor
 from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 
+from fairseq_plugins.generation import beam_search
 from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
 
 logger = logging.getLogger(__name__)
@@ -55,11 +60,13 @@ class SummarizationGenerator(SequenceGenerator):
         block_ngram_repeat: n of the n-gram blocking (0 = off).
         block_ignore: space-separated tokens whose n-grams are never blocked.
         coverage_penalty: beta of the coverage penalty (0 = off).
+        fairseq_beam_search: always fairseq's loop, never beam_search.py.
     """
 
     def __init__(self, models, tgt_dict, block_ngram_repeat: int = 0, block_ignore: Optional[str] = None,
-                 coverage_penalty: float = 0.0, **kwargs):
+                 coverage_penalty: float = 0.0, fairseq_beam_search: bool = False, **kwargs):
         super().__init__(models, tgt_dict, **kwargs)
+        self.fairseq_beam_search = fairseq_beam_search
         if block_ngram_repeat > 0:
             self.repeat_ngram_blocker = NGramBlocker(block_ngram_repeat, ignore_ids(tgt_dict, block_ignore))
         elif block_ignore:
@@ -70,7 +77,10 @@ class SummarizationGenerator(SequenceGenerator):
 
     def _generate(self, sample: Dict[str, Dict[str, Tensor]], prefix_tokens: Optional[Tensor] = None,
                   constraints: Optional[Tensor] = None, bos_token: Optional[int] = None):
-        finalized = super()._generate(sample, prefix_tokens, constraints, bos_token)
+        if self.fairseq_beam_search or not beam_search.applies(self, sample, prefix_tokens, constraints):
+            finalized = super()._generate(sample, prefix_tokens, constraints, bos_token)
+        else:
+            finalized = beam_search.search(self, sample, bos_token)
         empty_sources_get_empty_summaries(finalized, sample["net_input"]["src_tokens"], self.pad, self.eos)
         if self.coverage_penalty > 0:
             source_lengths = sample["net_input"]["src_tokens"].ne(self.pad).sum(dim=1)  # B

@@ -60,7 +60,6 @@ import logging
 from typing import Dict
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -75,6 +74,7 @@ from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, sourc
 from fairseq_plugins.modules.copy_mixture import GenerationSwitch, merge_copy_sources
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
+    Dropout,
     LSTM,
     Linear,
     add_embedding_args,
@@ -121,8 +121,8 @@ class DCAEncoder(FairseqEncoder):
                              persistent=False)
         self.embed_tokens = embed_tokens
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.dropout_in = Dropout(dropout_in)
+        self.dropout_out = Dropout(dropout_out)
         self.agents = AgentEncoder(embed_tokens.embedding_dim, hidden_size, contextual_layers, communicate,
                                    message_v1, dropout_out)
         self.output_units = hidden_size

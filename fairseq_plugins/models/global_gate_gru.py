@@ -61,7 +61,6 @@ import logging
 from typing import Dict
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -73,6 +72,7 @@ from fairseq_plugins.modules.copy_mixture import GenerationSwitch
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
+    Dropout,
     GRU,
     GRUCell,
     Linear,
@@ -120,8 +120,8 @@ class GlobalGateEncoder(FairseqEncoder):
         self.padding_idx = dictionary.pad()
         self.embed_tokens = embed_tokens
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.dropout_in = Dropout(dropout_in)
+        self.dropout_out = Dropout(dropout_out)
         self.gru_forward = GRU(embed_tokens.embedding_dim, hidden_size)  # ->h   (Song eqs 1-2)
         self.gru_backward = GRU(embed_tokens.embedding_dim, hidden_size)  # <-h   (Song eqs 3-4)
         self.output_units = 2 * hidden_size

@@ -71,10 +71,11 @@ from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, sourc
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
-    LSTM,
+    Dropout,
     EmbeddingNorm,
-    Linear,
+    LSTM,
     LSTMCell,
+    Linear,
     add_embedding_args,
     build_embeddings,
     common_defaults,
@@ -110,8 +111,8 @@ class PGNEncoder(FairseqEncoder):
         self.embed_tokens = embed_tokens
         self.embed_norm = EmbeddingNorm(embed_tokens.embedding_dim, embed_norm)
         self.as_unk = MarkerAsUnk(num_regular or len(dictionary), dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.dropout_in = Dropout(dropout_in)
+        self.dropout_out = Dropout(dropout_out)
         self.lstm = LSTM(embed_tokens.embedding_dim, hidden_size, num_layers, bidirectional=True, dropout=dropout_out)
         self.output_units = 2 * hidden_size
         self.max_source_positions = max_positions
@@ -355,7 +356,8 @@ class PGNDecoder(StepStateDecoder):
         if not one_step:
             fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
             inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, See eq 8)
-        state = dict(state, hidden=states[:, -1:].transpose(0, 1), cell=last_cell.unsqueeze(0),
+        last_state = states.transpose(0, 1) if one_step else states[:, -1:].transpose(0, 1)  # 1 x B x H
+        state = dict(state, hidden=last_state, cell=last_cell.unsqueeze(0),
                      feed=contexts[:, -1], coverage=last_coverage)
         steps = {"states": states, "contexts": contexts, "feeds": contexts, "inputs": inputs, "attn": attn,
                  "coverage": coverage}

@@ -67,13 +67,25 @@ def _block_buffer(keys: Tensor, rows: int) -> Tensor:
     return view
 
 
+def _ones_like(tensor: Tensor) -> Tensor:
+    """A tensor of ones of ``tensor``'s shape, dtype and device, kept between calls (read, never written):
+    at every decoding step the same shape comes back."""
+    cache = _workspaces.__dict__.setdefault("ones", {})
+    key = (tuple(tensor.shape), tensor.dtype, tensor.device)
+    if key not in cache:
+        cache.clear()
+        cache[key] = torch.ones(key[0], dtype=tensor.dtype, device=tensor.device)
+    return cache[key]
+
+
 def scores_operands(query: Tensor, coverage: Optional[Tensor], coverage_weight: Optional[Tensor]):
     """[1, c_i] and [q; w_c] (B x S x 2, B x 2 x A), so that k + q + w_c c is one ``baddbmm``; only [q] without
     coverage (``coverage_weight`` None: no weights, k + q)."""
     if coverage_weight is None:
         return None, query.unsqueeze(1)  # k + q: no weights
     bsz, attn_dim = query.size()
-    weights = torch.stack([coverage.new_ones(coverage.shape), coverage.to(query.dtype)], dim=2)  # B x S x 2
+    coverage = coverage if coverage.dtype == query.dtype else coverage.to(query.dtype)
+    weights = torch.stack([_ones_like(coverage), coverage], dim=2)  # B x S x 2
     return weights, torch.stack([query, coverage_weight.expand(bsz, attn_dim)], dim=1)  # B x 2 x A
 
 

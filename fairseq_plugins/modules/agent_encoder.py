@@ -38,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_plugins.modules.factories import LSTM, Linear
+from fairseq_plugins.modules.factories import Dropout, LSTM, Linear
 
 
 def run_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor):
@@ -210,7 +210,7 @@ class AgentEncoder(nn.Module):
         self.local = AgentLayer(input_size, hidden_size)
         self.combine = nn.ModuleList([MessageCombination(hidden_size, message_v1) for _ in range(contextual_layers)])
         self.contextual = nn.ModuleList([AgentLayer(hidden_size, hidden_size) for _ in range(contextual_layers)])
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, embedded: Tensor, lengths: Tensor, padding_mask: Tensor) -> EncodedAgents:
         """embedded: B x M x S_a x E; lengths: B x M; padding_mask: B x M x S_a."""

@@ -45,3 +45,14 @@ def reorder_rows(tensors: Dict[str, Tensor], new_order: Tensor, source_only: Ite
     }
     reordered[SOURCE_ROW] = rows
     return reordered
+
+
+def reorder_within_documents(tensors: Dict[str, Tensor], new_order: Tensor, source_only: Iterable[str],
+                             dims: Dict[str, int] = None) -> Dict[str, Tensor]:
+    """``reorder_rows`` for a ``new_order`` that the caller knows keeps every row within its document (a beam
+    search step, generation/beam_search.py): the ``source_only`` entries and ``source_row`` stay as they are,
+    and nothing is compared, so nothing waits for the device."""
+    dims = dims or {}
+    keep = set(source_only) | {SOURCE_ROW}
+    return {key: value if key in keep else select_rows(value, new_order, dims.get(key, 0))
+            for key, value in tensors.items()}

@@ -19,6 +19,14 @@ logger = logging.getLogger(__name__)
 RNN_INIT_BOUND = 0.1  # recurrent weights and biases ~ U(-0.1, 0.1)
 
 
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` that dispatches nothing when it changes nothing (in evaluation, or with p = 0): a decoding
+    step then pays no operation for it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) if self.training and self.p > 0 else x
+
+
 def Embedding(num_embeddings: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
     """An embedding with rows ~ N(0, 1/embedding_dim) and a zero padding row."""
     m = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)

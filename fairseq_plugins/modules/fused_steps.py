@@ -176,9 +176,8 @@ def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         hidden, cell, _ = kernel_cell(gates_x[:, 0], torch.mm(hidden, weights.hidden.t()), cell)
     else:
         gates = torch.addmm(gates_x[:, 0], hidden, weights.hidden.t())  # B x 4H   z_1 (gates_x holds the feed)
-        acts = torch.sigmoid(gates)
-        acts[:, 2 * size:3 * size] = torch.tanh(gates[:, 2 * size:3 * size])
-        in_gate, forget, candidate, out_gate = acts.chunk(4, dim=1)
+        in_gate, forget, _, out_gate = torch.sigmoid(gates).chunk(4, dim=1)
+        candidate = torch.tanh(gates[:, 2 * size:3 * size])
         cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
         hidden = out_gate * torch.tanh(cell)  # s_1
     query = torch.mm(hidden, weights.query.t())  # B x A

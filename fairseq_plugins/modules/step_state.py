@@ -16,6 +16,7 @@ from torch import Tensor
 from fairseq_plugins.modules import beam_reorder  # reorder_rows looked up at call time (tests can patch it)
 from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk
 from fairseq_plugins.modules.step_gradient import share_across_steps
+from fairseq_plugins.modules.factories import Dropout
 
 STATE_KEY = "state"
 
@@ -41,8 +42,8 @@ class StepStateDecoder(FairseqIncrementalDecoder):
         self.num_regular = num_regular or len(self.dictionary)
         self.embed_tokens = embed_tokens
         self.as_unk = MarkerAsUnk(self.num_regular, self.dictionary.unk())
-        self.dropout_in = nn.Dropout(dropout_in)
-        self.dropout_out = nn.Dropout(dropout_out)
+        self.dropout_in = Dropout(dropout_in)
+        self.dropout_out = Dropout(dropout_out)
         self.max_target_positions = max_positions
 
     def max_positions(self):
@@ -78,6 +79,15 @@ class StepStateDecoder(FairseqIncrementalDecoder):
             if key in reordered:
                 reordered[key] = share_across_steps(reordered[key])
         self.set_incremental_state(incremental_state, STATE_KEY, reordered)
+
+    def reorder_within_documents(self, incremental_state, new_order: Tensor):
+        """``reorder_incremental_state`` for an order that keeps every row within its document (a step of
+        generation/beam_search.py): the source-only entries stay as they are, without comparing rows."""
+        state = self.get_incremental_state(incremental_state, STATE_KEY)
+        if state is not None:
+            reordered = beam_reorder.reorder_within_documents(
+                state, new_order, source_only=self.state_source_only, dims=self.state_batch_dims)
+            self.set_incremental_state(incremental_state, STATE_KEY, reordered)
 
 
 def attention_memory(encoder_out: Dict[str, Tensor]) -> Tuple[Tensor, Optional[Tensor]]:

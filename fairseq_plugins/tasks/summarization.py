@@ -66,7 +66,7 @@ from fairseq_plugins.tasks.precision import autocast_train_step, bf16_autocast, 
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty")
+GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty", "fairseq_beam_search")
 
 
 @dataclass
@@ -80,6 +80,9 @@ class SummarizationConfig(TranslationConfig):
     coverage_penalty: float = field(
         default=0.0, metadata={"help": "beta of GNMT's coverage penalty beta * sum_i log(min(sum_t a_i^t, 1)), "
                                        "added to finished hypotheses' scores (0 = off)"})
+    fairseq_beam_search: bool = field(
+        default=False, metadata={"help": "beam search: run fairseq's own loop, not the project's (same output, more "
+                                         "operations per step; for comparisons)"})
     eval_accuracy: bool = field(
         default=False, metadata={"help": "summarize the validation set and log accuracy (Shi eq 17)"}
     )

@@ -5,8 +5,9 @@ A recurrent decoder on a GPU is launch-bound when each of its steps is a chain o
 costs its launches (a few microseconds each) whatever the batch.  This script measures, for each model, one
 decoder step of
   * training: forward + criterion + backward on the first training batch of --max-tokens tokens per batch;
-  * beam search: one step of the project's generator (fairseq's SequenceGenerator underneath), --beam, 32
-    sentences of the valid split at fixed length;
+  * beam search: one step of the project's generator (generation/beam_search.py; fairseq's SequenceGenerator
+    loop with --fairseq-beam-search, and always for fairseq's lstm), --beam, 32 sentences of the valid split at
+    fixed length;
 as the difference between the same pass at two target lengths (T1 and T2 = 2 T1 steps, so that what does not
 depend on the length, the encoder and the optimizer's setup, cancels), divided by T2 - T1:
   ops/step       aten operators called from Python or autograd (torch.profiler's top-level "aten::" events,
@@ -23,7 +24,7 @@ counts stand in for a GPU's.
 
     python scripts/bench/step_ops.py [--models pgn_lstm,pgn_lstm_modules,lstm] [--data-bin DIR]
         [--device cpu|cuda] [--max-tokens 4000] [--steps 8] [--beam 5] [--passes training,beam] [--repeats 5]
-        [--json FILE]
+        [--fairseq-beam-search] [--json FILE]
 
 pgn_lstm_modules is pgn_lstm with --no-fused-steps (its decoder module by module): the before of the fused
 recurrence (modules/fused_steps.py), in the same run.  --data-bin defaults to throughput.py's LCSTS preparation
@@ -143,7 +144,8 @@ def beam_search(cfg, task, model, args) -> dict:
 
     def make(length):
         generator = task.build_generator([model], argparse.Namespace(
-            beam=args.beam, max_len_a=0, max_len_b=length, min_len=length, block_ngram_repeat=0))
+            beam=args.beam, max_len_a=0, max_len_b=length, min_len=length, block_ngram_repeat=0,
+            fairseq_beam_search=args.fairseq_beam_search))
 
         def search():
             with torch.no_grad():
@@ -182,6 +184,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=8, help="T1: the passes run T1 and 2 T1 target steps")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--passes", default="training,beam", help="which passes to measure (comma-separated)")
+    parser.add_argument("--fairseq-beam-search", action="store_true",
+                        help="beam search by fairseq's own loop (the project's models; fairseq's lstm always)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per pass (the fastest is used)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
