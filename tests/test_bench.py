@@ -587,7 +587,8 @@ def test_step_ops_counts_top_level_operators_once():
 @pytest.mark.slow
 def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
     """On the tiny LCSTS data: a training step of the fused decoder is well under the module-by-module one's
-    operations; a beam step is counted; no CUDA kernels on a CPU; a clear error for steps the batch lacks."""
+    operations; a beam step of the project's search is under one of fairseq's loop; no CUDA kernels on a CPU;
+    a clear error for steps the batch lacks."""
     data = bench_work / "lcsts_char" / "bin"
     out = bench_work / "ops.json"
     result = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm,pgn_lstm_modules",
@@ -598,6 +599,11 @@ def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
     assert 0 < fused["training"]["launching"] <= fused["training"]["ops"]
     assert fused["beam"]["ops"] > 0 and fused["training"]["kernels"] is None
     assert "| pgn_lstm | training |" in result.stdout and "| pgn_lstm_modules | beam |" in result.stdout
+    fairseq_out = bench_work / "ops_fairseq_search.json"
+    run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm", "--data-bin", data, "--passes", "beam",
+         "--repeats", "1", "--fairseq-beam-search", "--json", fairseq_out])
+    fairseq_search = json.loads(fairseq_out.read_text())["rows"]["pgn_lstm"]["beam"]
+    assert 0 < fused["beam"]["ops"] < 0.8 * fairseq_search["ops"]  # generation/beam_search.py: fewer per step
     too_long = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm", "--data-bin", data,
                     "--max-tokens", "1500", "--steps", "500", "--passes", "training"], check=False)
     assert too_long.returncode != 0 and "--steps must be at most half of that" in too_long.stderr

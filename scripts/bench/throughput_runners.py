@@ -25,6 +25,9 @@ MODELS = {
     "pgn_lstm": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],  # attention size 256 (default)
     # the same model with its decoder run module by module (--no-fused-steps): what the fused recurrence gains
     "pgn_lstm_modules": ["--arch", "pgn_lstm", "--no-fused-steps", "--criterion", "focal_copy_coverage"],
+    # the same model decoded by fairseq's own search loop (--fairseq-beam-search): what generation/beam_search.py
+    # gains
+    "pgn_lstm_fairseq_search": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
     # Paulus et al.: the preset's options (intra-temporal and intra-decoder attention, readout
@@ -38,12 +41,13 @@ MODELS = {
     "dca_lstm": ["--arch", "dca_lstm", "--num-agents", str(DCA_AGENTS), "--contextual-layers", str(DCA_LAYERS),
                  "--criterion", "semantic_cohesion", "--cohesion-lambda", "0.1", "--coverage-lambda", "0"],
 }
+DECODE_FLAGS = {"pgn_lstm_fairseq_search": ["--fairseq-beam-search"]}  # a row's own fairseq-generate options
 STOCK = ("lstm",)  # decoded as fairseq ships it: --task translation, fairseq's generator and blocking
 REFERENCE = "pgn_lstm"
 TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
-ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_a512", "pgn_lstm_paulus2017",
-             "dca_lstm")
+ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_fairseq_search",
+             "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
 PAULUS_TARGET = 0.8  # training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
 QUANTIZE_TARGET = 1.4  # beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
@@ -161,7 +165,7 @@ def fairseq_decode_command(name: str, args, subset_dir: Path, save_dir: Path, mi
             "--path", checkpoint or save_dir / "checkpoint_last.pt", "--gen-subset", "test", "--beam", args.beam,
             "--max-len-a", "0", "--max-len-b", args.max_len_b, "--min-len", min_len,
             "--batch-size", args.batch_size, "--num-workers", "0", *blocking_flags(name, block),
-            *device_flags(args.device)]
+            *DECODE_FLAGS.get(name, []), *device_flags(args.device)]
 
 
 def train_fairseq(name: str, args, bin_dir: Path, save_dir: Path) -> dict:
