@@ -95,14 +95,14 @@ class Beams:
         device = tokens.device
         self.ignored = torch.zeros(bsz, 2 * beam, dtype=torch.bool, device=device)  # bsz x 2beam (cands_to_ignore)
         self.finished = torch.zeros(bsz, dtype=torch.long, device=device)  # bsz: hypotheses ended so far
-        self.ranks = {}  # k: a candidate's rank (k) if it goes on, and if it stops (after all that go on)
+        self.ranks: Dict[int, Tuple[Tensor, Tensor]] = {}  # k: candidate_ranks(k)
         self.offsets = torch.arange(0, bsz * beam, beam, device=device).unsqueeze(1)  # bsz x 1: first rows
 
-    def choose(self, lprobs: Tensor, step: int, eos: int) -> StepRecord:
+    def choose(self, lprobs: Tensor, attn: Optional[Tensor], step: int, eos: int) -> StepRecord:
         """One step of fairseq's ``BeamSearch`` and of ``_generate``'s choice of the rows that go on.
 
-        lprobs: R x V.  Updates the scores and ``ignored``; returns the step's record, whose parents, tokens
-        and scores are the new rows'."""
+        lprobs: R x V; attn: R x S (or None), kept in the record.  Updates the scores and ``ignored``; returns
+        the step's record, whose parents, tokens and scores are the new rows'."""
         bsz, beam, vocab = len(self.documents), self.beam, lprobs.size(1)
         if step == 0:  # every row of a document is the same: its first one
             flat = lprobs.view(bsz, beam * vocab)[:, :vocab]  # bsz x V
@@ -122,7 +122,7 @@ class Beams:
         self.ignored = F.pad(ranked.ge(2 * beam), (0, beam))  # bsz x 2beam
         self.scores = cand_scores.gather(1, active).view(-1)  # R
         self.finished += ended[:, :beam].sum(dim=1)
-        return StepRecord(attn=None, ended=ended, ended_rows=cand_rows, ended_scores=cand_scores,
+        return StepRecord(attn=attn, ended=ended, ended_rows=cand_rows, ended_scores=cand_scores,
                           documents=self.documents, parents=cand_rows.gather(1, active).view(-1),
                           tokens=cand_tokens.gather(1, active).view(-1), scores=self.scores)
 
@@ -187,8 +187,7 @@ def search(generator, sample: Dict[str, Dict[str, Tensor]], bos_token: Optional[
         lprobs = mask_impossible(lprobs, step, max_len, options, banned)
         if generator.repeat_ngram_blocker is not None:
             lprobs = generator.repeat_ngram_blocker(beams.tokens, lprobs, len(beams.documents), beam, step)
-        record = beams.choose(lprobs, step, options.eos)
-        record.attn = attn
+        record = beams.choose(lprobs, attn, step, options.eos)
         records.append(record)
         if step == max_len:
             break
@@ -202,7 +201,7 @@ def search(generator, sample: Dict[str, Dict[str, Tensor]], bos_token: Optional[
         else:
             reorder_within_documents(model.decoder, incremental_state, record.parents)
         beams.advance(record, step)
-    return finalize(records, bsz, src_len, options)
+    return finalize(records, bsz, options)
 
 
 def look_every(device) -> int:
@@ -253,8 +252,7 @@ def reorder_within_documents(decoder, incremental_state, new_order: Tensor) -> N
 
 
 # ---------------------------------------------------------------------------------------------- the end
-def finalize(records: List[StepRecord], bsz: int, src_len: int, options: BeamOptions
-             ) -> List[List[Dict[str, Tensor]]]:
+def finalize(records: List[StepRecord], bsz: int, options: BeamOptions) -> List[List[Dict[str, Tensor]]]:
     """The finished hypotheses of each document, best first, in fairseq's format."""
     picked = pick_finished(records, bsz, options.beam)  # (document, step, row of that step, flat index)
     finalized: List[List[Dict[str, Tensor]]] = [[] for _ in range(bsz)]

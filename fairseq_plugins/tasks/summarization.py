@@ -95,7 +95,8 @@ class SummarizationConfig(TranslationConfig):
     eval_gen_args: str = field(
         default='{"beam": 1, "max_len_a": 0, "max_len_b": 100}',
         metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
-                          "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty)"},
+                          "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty, "
+                          "fairseq_beam_search)"},
     )
     eval_max_documents: int = field(
         default=0, metadata={"help": "--eval-rouge/--eval-accuracy decode only the first N documents of each "
