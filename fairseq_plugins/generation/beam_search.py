@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+from fairseq.search import BeamSearch
 from torch import Tensor
 
 GPU_LOOK_EVERY = 8  # on a GPU, steps between two checks for finished documents (each check waits for it)
@@ -61,8 +62,6 @@ def applies(generator, sample, prefix_tokens, constraints) -> bool:
     """Whether ``search`` does what ``generator._generate`` would: plain beam search with one model and none of
     the options it leaves to fairseq (prefix tokens, constraints, --match-source-len, a language model,
     suppressed tokens, sampling or diverse beam search)."""
-    from fairseq.search import BeamSearch
-
     model = generator.model
     return ("src_tokens" in sample["net_input"] and type(generator.search) is BeamSearch and model.models_size == 1
             and model.has_encoder() and model.has_incremental_states() and prefix_tokens is None and constraints is None
@@ -75,8 +74,8 @@ class StepRecord:
     """What step j chose: from the R_j rows it read (bsz_j documents x beam), the R_{j+1} rows that go on."""
     attn: Optional[Tensor]  # R_j x S: the attention of step j's rows
     ended: Tensor  # bsz_j x k: which candidates end in </s> (those among the first beam may finish)
-    ended_rows: Tensor  # bsz_j x k: the candidates' rows (of step j)
-    ended_scores: Tensor  # bsz_j x k: their cumulative log-probabilities
+    candidate_rows: Tensor  # bsz_j x k: the candidates' rows (of step j)
+    candidate_scores: Tensor  # bsz_j x k: their cumulative log-probabilities
     documents: List[int]  # bsz_j: each document's index in the batch
     parents: Optional[Tensor] = None  # R_{j+1}: the row (of step j) each new row continues
     tokens: Optional[Tensor] = None  # R_{j+1}: the token it appends
@@ -122,7 +121,7 @@ class Beams:
         self.ignored = F.pad(ranked.ge(2 * beam), (0, beam))  # bsz x 2beam
         self.scores = cand_scores.gather(1, active).view(-1)  # R
         self.finished += ended[:, :beam].sum(dim=1)
-        return StepRecord(attn=attn, ended=ended, ended_rows=cand_rows, ended_scores=cand_scores,
+        return StepRecord(attn=attn, ended=ended, candidate_rows=cand_rows, candidate_scores=cand_scores,
                           documents=self.documents, parents=cand_rows.gather(1, active).view(-1),
                           tokens=cand_tokens.gather(1, active).view(-1), scores=self.scores)
 
@@ -261,8 +260,9 @@ def finalize(records: List[StepRecord], bsz: int, options: BeamOptions) -> List[
     paths = Paths(records)
     steps = [step for _, step, _, _ in picked]
     token_index, attn_index = paths.indices([(step, row) for _, step, row, _ in picked])
-    ended_scores = flat_cat([record.ended_scores for record in records])  # all steps, flat
-    eos_scores = ended_scores[ended_scores.new_tensor([index for *_, index in picked], dtype=torch.long)]  # H
+    candidate_scores = flat_cat([record.candidate_scores for record in records])  # all steps, flat
+    picked_index = candidate_scores.new_tensor([index for *_, index in picked], dtype=torch.long)  # H
+    eos_scores = candidate_scores[picked_index]  # H
     last = token_index.new_tensor(steps).unsqueeze(1)  # H x 1
     tokens = paths.tokens[token_index].scatter_(1, last, options.eos)  # H x (T + 1)
     cumulative = paths.scores[token_index].scatter_(1, last, eos_scores.unsqueeze(1))  # H x (T + 1)
@@ -301,7 +301,7 @@ def pick_finished(records: List[StepRecord], bsz: int, beam: int) -> List[tuple]
     each document keeps its first ``beam``.  Each is (document, step, row of that step, index into the
     steps' candidates, flat)."""
     ended = flat_cat([record.ended for record in records]).tolist()
-    rows = flat_cat([record.ended_rows for record in records]).tolist()
+    rows = flat_cat([record.candidate_rows for record in records]).tolist()
     picked: List[List[tuple]] = [[] for _ in range(bsz)]
     start = 0
     for step, record in enumerate(records):
