@@ -243,7 +243,11 @@ def test_a_decode_is_reused_only_with_the_same_command_checkpoint_test_data_and_
         return exp.decodes - before
 
     assert decodes() == 1 and decodes() == 0 and hyps.with_name("pgn:1.beam.decode.json").is_file()
+    per_doc = exp.logs / "rouge_pgn:1.beam.per_doc.tsv"  # lib.per_doc_rouge's cache of these summaries' scores
+    per_doc.write_text("doc\trouge-1-f\n")
+    assert decodes() == 0 and per_doc.is_file()
     assert decodes("--block-ngram-repeat", "3") == 1 and decodes("--block-ngram-repeat", "3") == 0
+    assert not per_doc.exists()  # new summaries: the old per-document scores are gone, not reused
     (model / "checkpoint_best.pt").write_bytes(b"retrained")
     assert decodes("--block-ngram-repeat", "3") == 1
     code.write_text("beam = 5\n")
@@ -536,6 +540,12 @@ def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
                    + stamp + "train_inner | epoch 002:     37 / 74 loss=7.2, num_updates=111, wps=950\n")
     facts = train_facts(log)
     assert facts["updates"] == 111 and facts["epochs"] == pytest.approx(1.5)
+    # stopped by --max-update at update 100 of epoch 2: fairseq still closes it with an "epoch 002 |" line
+    log.write_text(stamp + "fairseq.data.iterators | grouped total_num_itrs = 74\n"
+                   + stamp + "train | epoch 001 | loss 7.9 | num_updates 74\n"
+                   + stamp + "fairseq.data.iterators | grouped total_num_itrs = 74\n"
+                   + stamp + "train | epoch 002 | loss 7.5 | num_updates 100\n")
+    assert train_facts(log)["epochs"] == pytest.approx(100 / 74)  # not 2
     log.write_text("no fairseq line\n")
     assert train_facts(log)["epochs"] is None
 

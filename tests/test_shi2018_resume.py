@@ -59,15 +59,15 @@ def loaded(log_text: str) -> list:
 
 
 def rerun(work, budget, interrupt_at=None):
-    """Row 1's training with ``budget``: (its curve, the training commands it ran)."""
+    """Row 1's training (seed 1) with ``budget``: (its curve, the training commands it ran)."""
     exp = Interrupted(work, interrupt_at)
-    curve = shi2018_table1.train(exp, 1, work / "data", work / "w2v.bin", budget)
-    return curve, exp.trainings
+    shi2018_table1.train(exp, "row1", 1, work / "data", work / "w2v.bin", budget)
+    return shi2018_table1.read_curve(work / "logs" / "train_row1.seed1.log"), exp.trainings
 
 
 @pytest.mark.slow
 def test_an_interrupted_row_resumes_with_its_whole_curve_and_a_changed_budget_trains_afresh(work):
-    log = work / "logs" / "train_row1.log"
+    log = work / "logs" / "train_row1.seed1.log"
     with pytest.raises(SystemExit):
         rerun(work, ["--max-update", "4", *TINY], interrupt_at=2)
     curve, trainings = rerun(work, ["--max-update", "4", *TINY])
@@ -80,8 +80,8 @@ def test_an_interrupted_row_resumes_with_its_whole_curve_and_a_changed_budget_tr
     curve, trainings = rerun(work, ["--max-update", "6", *TINY])
     assert len(trainings) == 1 and loaded(log.read_text()) == []  # a new log, not resumed from the 4-update model
     assert [n for n, _ in curve] == [2, 4, 5, 6]  # its own curve (epoch 1, 60 pairs, ends at update 5)
-    assert records.read_record(work / "row1")["train_options"] == ["-c", "shi2018_lcsts_row1", "--max-update", "6",
-                                                                   *TINY]
+    assert records.read_record(work / "models" / "row1.seed1")["train_options"] == [
+        "-c", "shi2018_lcsts_row1", "--max-update", "6", *TINY, "--seed", "1"]
 
 
 class FakeTraining(CountingExperiment):
@@ -90,7 +90,7 @@ class FakeTraining(CountingExperiment):
     LOG = "valid on 'valid' subset | accuracy 12.5 | x | num_updates 4\n"
 
     def run(self, cmd, log_name, stdout=None, append=False):
-        model = Path(cmd[-3])  # train.sh -c CONFIG DATA MODEL --max-update N
+        model = Path(cmd[4])  # train.sh -c CONFIG DATA MODEL --max-update N --seed S
         model.mkdir(parents=True, exist_ok=True)
         (model / "checkpoint_best.pt").write_bytes(b"model")
         return super().run(cmd, log_name, stdout, append)
@@ -111,7 +111,9 @@ def test_a_finished_row_is_reused_and_trained_again_when_its_word2vec_file_or_co
 
     def trains():
         before = exp.runs
-        assert shi2018_table1.train(exp, 6, data, w2v, ["--max-update", "4"]) == [(4, 12.5)]
+        model = shi2018_table1.train(exp, "row6", 1, data, w2v, ["--max-update", "4"])
+        assert model == exp.work / "models" / "row6.seed1" and (model / "checkpoint_best.pt").is_file()
+        assert shi2018_table1.read_curve(exp.logs / "train_row6.seed1.log") == [(4, 12.5)]
         return exp.runs - before
 
     assert trains() == 1 and trains() == 0

@@ -46,7 +46,6 @@ updates on a slice of ../shared/data, parameters, memory, s/update and the whole
 """
 import argparse
 import json
-import os
 import re
 import shlex
 import shutil
@@ -63,9 +62,10 @@ from corpora import cnndm_raw, lcsts_raw  # noqa: E402
 from lib import (ROOT, Experiment, LockedError, abstraction, config_array, decode_facts, hold_lock,  # noqa: E402
                  lead, official_rouge, read_lines, repetition, train_facts, write_lines)
 import records  # noqa: E402
-from records import decoding_code, git_commit, package_version, read_record, sha256, test_data  # noqa: E402
+from records import decoding_code, package_version, provenance, read_record, sha256, test_data  # noqa: E402
 
 SPLITS = ("train", "valid", "test")
+ONE_SEED = "Each system trains with its config's --seed unless its options below give another: one seed per row."
 
 
 def parse_args():
@@ -258,6 +258,7 @@ def decode(exp: Experiment, cmd: list, data: Path, model: Path, hyps: Path, log_
         exp.log(f"reusing the decode in {hyps} (same command, checkpoint, test data and decoding code)")
         return
     record.unlink(missing_ok=True)
+    (exp.logs / f"rouge_{hyps.stem}.per_doc.tsv").unlink(missing_ok=True)  # lib.per_doc_rouge's, of the old ones
     exp.run(cmd, log_name)
     record.write_text(json.dumps(want, indent=1) + "\n", encoding="utf-8")
 
@@ -346,7 +347,7 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
         rows.insert(0, lead_row(exp, raw, data, lang, args.lead))
     argv = sys.argv[1:-4] if args.step else sys.argv[1:]  # a Slurm job's: + --work WORK --step STEP
     command = "python scripts/experiments/compare.py " + " ".join(shlex.quote(a) for a in argv)
-    lines = [f"# {args.name}", "", f"Command: `{command}`", "", provenance(), "",
+    lines = [f"# {args.name}", "", f"Command: `{command}`", "", provenance(ONE_SEED), "",
              f"Corpus `{args.corpus}`: {counts['train']} training, {counts['valid']} validation, {counts['test']} "
              f"test documents; data prepared with `configs/{args.config}.conf`; language {lang}.",
              f"Budget: {args.updates} updates per system (unless its line below says otherwise)"
@@ -374,20 +375,6 @@ def write_table(exp: Experiment, args, rows, trained, counts, lang: str, started
     (exp.work / "results.md").write_text("\n".join(lines + [""]), encoding="utf-8")
     (exp.work / "results.json").write_text(json.dumps({"rows": rows, "trained": trained}, indent=1) + "\n")
     print("\n".join(lines))
-
-
-def provenance() -> str:
-    """Where and with what a table was made: the commit, the date, the machine and the versions."""
-    import torch
-
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    from machine import cpu_model
-
-    gpu = f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "; no GPU"
-    return (f"Made at commit {git_commit() or 'unknown (not a git checkout)'} on "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {cpu_model()}, {os.cpu_count()} logical CPUs"
-            f"{gpu}; fairseq-fixed {package_version('fairseq-fixed')}, torch {package_version('torch')}. Each system "
-            "trains with its config's --seed unless its options below give another: one seed per row.")
 
 
 def run_local(exp: Experiment, args) -> None:

@@ -27,7 +27,7 @@ TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in (
 WPS = re.compile(r"\| train_inner \|.*?\bwps=([\d.]+)")
 VALID_LOSS = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+)")
 EPOCH_STEP = re.compile(r"\| train_inner \| epoch (\d+):\s+(\d+) / (\d+) ")  # fairseq's simple log format
-EPOCH_END = re.compile(r"\| train \| epoch (\d+) \| ")
+EPOCH_SIZE = re.compile(r"grouped total_num_itrs = (\d+)")  # updates per epoch, logged as fairseq starts one
 UPDATES = re.compile(r"num_updates[ =](\d+)")
 
 
@@ -183,8 +183,8 @@ def option_groups(options: Sequence[str], ignore: Sequence[str] = ()) -> List[Li
 
 
 def train_facts(log_file: Path) -> Dict:
-    """Updates reached, epochs of the training data they made (from fairseq's ``epoch E: i / n`` and end-of-epoch
-    lines), mean training words/s (logged intervals after the first), best validation loss."""
+    """Updates reached, epochs of the training data they made (``epochs_done``), mean training words/s (logged
+    intervals after the first), best validation loss."""
     text = log_file.read_text(encoding="utf-8", errors="replace")
     updates = UPDATES.findall(text)
     wps = [float(w) for w in WPS.findall(text)][1:]
@@ -194,11 +194,14 @@ def train_facts(log_file: Path) -> Dict:
 
 
 def epochs_done(log_text: str) -> Optional[float]:
-    """How many epochs a fairseq-train log reached: E - 1 + i / n at its last ``epoch E: i / n`` line, or E at an
-    ``epoch E | ...`` end-of-epoch line, whichever is further (None: neither)."""
-    inner = [int(e) - 1 + int(i) / int(n) for e, i, n in EPOCH_STEP.findall(log_text) if int(n)]
-    ended = [float(e) for e in EPOCH_END.findall(log_text)]
-    return max(inner + ended) if inner or ended else None
+    """How many passes over the training data a fairseq-train log made: its last update count over the updates an
+    epoch has (fairseq's ``total_num_itrs = n``, or n of its ``epoch E: i / n`` lines), None when it logs neither.
+    fairseq closes a run stopped by --max-update mid-epoch with an ``epoch E |`` line, so E would overstate it."""
+    per_epoch = [int(n) for n in EPOCH_SIZE.findall(log_text)] + [int(n) for _, _, n in EPOCH_STEP.findall(log_text)]
+    updates = UPDATES.findall(log_text)
+    if not per_epoch or not per_epoch[-1] or not updates:
+        return None
+    return int(updates[-1]) / per_epoch[-1]
 
 
 def decode_facts(generate_log: Path) -> Dict:

@@ -12,9 +12,11 @@ code without its commit (``comparable``).
 import hashlib
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -56,6 +58,20 @@ def git_commit() -> Optional[str]:
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+" if dirty else "")
+
+
+def provenance(seeds: str) -> str:
+    """Where and with what a table was made: the commit, the date, the machine and the versions, then ``seeds``
+    (a sentence on the seeds behind its rows)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+    from machine import cpu_model
+
+    gpu = f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "; no GPU"
+    return (f"Made at commit {git_commit() or 'unknown (not a git checkout)'} on "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {cpu_model()}, {os.cpu_count()} logical CPUs"
+            f"{gpu}; fairseq-fixed {package_version('fairseq-fixed')}, torch {package_version('torch')}. {seeds}")
 
 
 def config_file(config: str) -> Path:
