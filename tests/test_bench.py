@@ -587,8 +587,9 @@ def test_step_ops_counts_top_level_operators_once():
 @pytest.mark.slow
 def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
     """On the tiny LCSTS data: a training step of the fused decoder is well under the module-by-module one's
-    operations; a beam step of the project's search is under one of fairseq's loop; no CUDA kernels on a CPU;
-    a clear error for steps the batch lacks."""
+    operations; a beam step of the project's search is under one of fairseq's loop; an update of foreach_adam
+    launches a handful of operations, fairseq's adam 7 per tensor; no CUDA kernels on a CPU; a clear error for
+    steps the batch lacks."""
     data = bench_work / "lcsts_char" / "bin"
     out = bench_work / "ops.json"
     result = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm,pgn_lstm_modules",
@@ -604,6 +605,11 @@ def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
          "--repeats", "1", "--fairseq-beam-search", "--json", fairseq_out])
     fairseq_search = json.loads(fairseq_out.read_text())["rows"]["pgn_lstm"]["beam"]
     assert 0 < fused["beam"]["ops"] < 0.8 * fairseq_search["ops"]  # generation/beam_search.py: fewer per step
+    foreach_out = bench_work / "ops_foreach_adam.json"
+    run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm_foreach_adam", "--data-bin", data,
+         "--passes", "update", "--repeats", "1", "--json", foreach_out])
+    foreach = json.loads(foreach_out.read_text())["rows"]["pgn_lstm_foreach_adam"]["update"]
+    assert 0 < foreach["launching"] <= 8 < 0.1 * fused["update"]["launching"]  # fairseq's adam: 7 per tensor
     too_long = run([sys.executable, "scripts/bench/step_ops.py", "--models", "pgn_lstm", "--data-bin", data,
                     "--max-tokens", "1500", "--steps", "500", "--passes", "training"], check=False)
     assert too_long.returncode != 0 and "--steps must be at most half of that" in too_long.stderr

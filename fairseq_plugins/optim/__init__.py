@@ -1,1 +1,1 @@
-from fairseq_plugins.optim import adagrad_acc  # noqa: F401
+from fairseq_plugins.optim import adagrad_acc, foreach_adam  # noqa: F401

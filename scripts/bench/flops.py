@@ -491,6 +491,7 @@ def model_flops(bin_dir: Path, onmt_vocab: int = None, onmt_hidden: int = 512) -
         "pgn_lstm": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),
         "pgn_lstm_modules": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),  # the same model
         "pgn_lstm_fairseq_search": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),  # the same model
+        "pgn_lstm_foreach_adam": ModelCount(partial(pgn_lstm_forward, Sizes(vocab=regular))),  # the same model
         "pgn_lstm_a512": ModelCount(partial(pgn_lstm_forward, Sizes(attention=512, vocab=regular))),
         "pgn_lstm_paulus2017": ModelCount(partial(paulus_forward, Sizes(vocab=regular)),
                                           paulus_per_batch(Sizes(vocab=regular))),

@@ -46,6 +46,8 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
     "$PY" "${ops[@]}" --models pgn_lstm --passes beam --fairseq-beam-search \
         --json "$WORK/speed/ops_fairseq_search.json" > "$WORK/speed/ops_fairseq_search.md" \
         2> "$WORK/speed/ops_fairseq_search.log"
+    "$PY" "${ops[@]}" --models pgn_lstm_foreach_adam --passes update --json "$WORK/speed/ops_foreach_adam.json" \
+        > "$WORK/speed/ops_foreach_adam.md" 2> "$WORK/speed/ops_foreach_adam.log"
     "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
         > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
     "$PY" scripts/bench/profile_step.py --device cuda --data-bin "$BENCH_BIN" --models pgn_lstm,lstm --batches 5 \
@@ -57,10 +59,12 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
     fi
     local tp=(scripts/bench/throughput.py --device cuda --data-bin "$BENCH_BIN" --updates 120 --decode-sentences 400
               --lengths fixed --block-ngram-repeat 0)
-    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_modules,pgn_lstm_fairseq_search,lstm --work "$WORK/speed/tp4000" \
+    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_modules,pgn_lstm_fairseq_search,pgn_lstm_foreach_adam,lstm \
+        --work "$WORK/speed/tp4000" \
         --json "$WORK/speed/throughput_4000.json" > "$WORK/speed/throughput_4000.txt" \
         2> "$WORK/speed/throughput_4000.log"
-    "$PY" "${tp[@]}" --models pgn_lstm,lstm --max-tokens 64000 --decode-sentences 32 --work "$WORK/speed/tp64000" \
+    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_foreach_adam,lstm --max-tokens 64000 --decode-sentences 32 \
+        --work "$WORK/speed/tp64000" \
         --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" \
         2> "$WORK/speed/throughput_64000.log"
     rm -rf "$WORK"/speed/tp*/models "$WORK"/speed/tp*/decode_subset

@@ -56,6 +56,7 @@ SPEED_FILES = (  # (file in speed/, heading)
     ("ops_4000.md", "A decoder step, --max-tokens 4000 (step_ops.py)"),
     ("ops_fairseq_search.md", "A beam step by fairseq's own search loop, --max-tokens 4000 (step_ops.py "
                               "--fairseq-beam-search)"),
+    ("ops_foreach_adam.md", "An update of --optimizer foreach_adam (step_ops.py --passes update)"),
     ("ops_64000.md", "A training step of the decoder, --max-tokens 64000 (step_ops.py)"),
     ("baseline_ops_4000.md", "The same for the baseline tree (the code before), --max-tokens 4000"),
     ("profile_4000.txt", "Where the GPU time goes, --max-tokens 4000 (profile_step.py --profile)"),

@@ -3,13 +3,15 @@
 
 A recurrent decoder on a GPU is launch-bound when each of its steps is a chain of small kernels: the step then
 costs its launches (a few microseconds each) whatever the batch.  This script measures, for each model, one
-decoder step of
+decoder step of (and one optimizer step):
   * training: forward + criterion + backward on the first training batch of --max-tokens tokens per batch;
   * beam search: one step of the project's generator (generation/beam_search.py; fairseq's SequenceGenerator
     loop with --fairseq-beam-search, and always for fairseq's lstm), --beam, 32 sentences of the valid split at
     fixed length;
-as the difference between the same pass at two target lengths (T1 and T2 = 2 T1 steps, so that what does not
-depend on the length, the encoder and the optimizer's setup, cancels), divided by T2 - T1:
+  * the update: one step of the row's optimizer (fairseq's adam; pgn_lstm_foreach_adam: --optimizer foreach_adam)
+    after a backward pass, once per update whatever the length (its table line counts per update, not per step);
+the first two as the difference between the same pass at two target lengths (T1 and T2 = 2 T1 steps, so that
+what does not depend on the length, the encoder and the optimizer's setup, cancels), divided by T2 - T1:
   ops/step       aten operators called from Python or autograd (torch.profiler's top-level "aten::" events,
                  views included: each costs the host a dispatch);
   launching      of them, those that are not views or metadata (what may launch a kernel);
@@ -18,13 +20,14 @@ depend on the length, the encoder and the optimizer's setup, cancels), divided b
                  least disturbed); "-" where the longer pass was not slower (noise larger than the steps);
 and the peak GPU memory of a training pass (torch.cuda.max_memory_allocated, GPU only).
 
-On a CPU the attention's scores run as one block, the path a GPU takes (modules/additive_scores.py cuts the
-batch into cache-sized blocks on a CPU, which adds operations there and is right for a CPU), so the CPU's
-counts stand in for a GPU's.
+On a CPU the attention's scores run as one block and foreach_adam's operations over all tensors at once, the paths
+a GPU takes (modules/additive_scores.py cuts the batch into cache-sized blocks on a CPU, optim/foreach_adam.py
+goes tensor by tensor there; both add operations and are right for a CPU), so the CPU's counts stand in for a
+GPU's.
 
     python scripts/bench/step_ops.py [--models pgn_lstm,pgn_lstm_modules,lstm] [--data-bin DIR]
-        [--device cpu|cuda] [--max-tokens 4000] [--steps 8] [--beam 5] [--passes training,beam] [--repeats 5]
-        [--fairseq-beam-search] [--json FILE]
+        [--device cpu|cuda] [--max-tokens 4000] [--steps 8] [--beam 5] [--passes training,beam,update]
+        [--repeats 5] [--fairseq-beam-search] [--json FILE]
 
 pgn_lstm_modules is pgn_lstm with --no-fused-steps (its decoder module by module): the before of the fused
 recurrence (modules/fused_steps.py), in the same run.  --data-bin defaults to throughput.py's LCSTS preparation
@@ -40,7 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profile_step import build, move_to, synchronize, train_batches  # noqa: E402
-from throughput_runners import ROOT  # noqa: E402
+from throughput_runners import ROOT, TRAIN_FLAGS  # noqa: E402
 
 METADATA = {  # operators that launch no kernel: views, shape queries, no-op conversions, allocations
     "aten::view", "aten::select", "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose",
@@ -155,6 +158,21 @@ def beam_search(cfg, task, model, args) -> dict:
     return per_step(make, (10, 20), args.device, args.repeats)
 
 
+def optimizer_update(cfg, model, criterion, batch, args) -> dict:
+    """One step of the row's fairseq optimizer (``--optimizer``) on the gradients of the batch, after a first step
+    that creates its state: operations, launching operations and kernels of the step, and its milliseconds."""
+    from fairseq import optim
+
+    model.train()
+    model.zero_grad(set_to_none=True)
+    criterion(model, batch)[0].backward()
+    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
+    optimizer.step()
+    figures = count(optimizer.step, args.device)
+    figures["ms"] = 1000 * seconds(optimizer.step, args.device, args.repeats)
+    return figures
+
+
 def table(rows: dict, args) -> str:
     reference = rows.get("pgn_lstm_modules")
     lines = [f"device {args.device} ({torch.cuda.get_device_name(0) if args.device != 'cpu' else 'CPU'}), "
@@ -166,7 +184,8 @@ def table(rows: dict, args) -> str:
         for part, figures in row.items():
             ratio = f"{figures['ops'] / reference[part]['ops']:.2f}" if reference else "-"
             kernels = "-" if figures["kernels"] is None else f"{figures['kernels']:.0f}"
-            lines.append(f"| {name} | {part} | {figures['ops']:.0f} | {figures['launching']:.0f} | {kernels} | "
+            label = "update (per update, not per step)" if part == "update" else part
+            lines.append(f"| {name} | {label} | {figures['ops']:.0f} | {figures['launching']:.0f} | {kernels} | "
                          f"{'-' if figures['ms'] is None else format(figures['ms'], '.3f')} | {ratio} |")
     peaks = [f"{name} {row['training']['peak_gib']:.2f} GiB" for name, row in rows.items()
              if "peak_gib" in row.get("training", {})]
@@ -183,7 +202,8 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=4000)
     parser.add_argument("--steps", type=int, default=8, help="T1: the passes run T1 and 2 T1 target steps")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--passes", default="training,beam", help="which passes to measure (comma-separated)")
+    parser.add_argument("--passes", default="training,beam,update",
+                        help="which passes to measure (comma-separated)")
     parser.add_argument("--fairseq-beam-search", action="store_true",
                         help="beam search by fairseq's own loop (the project's models; fairseq's lstm always)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per pass (the fastest is used)")
@@ -194,17 +214,22 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("step_ops: --device cuda, but torch sees no GPU")
     import fairseq_plugins.modules.additive_scores as additive_scores
+    import fairseq_plugins.optim.foreach_adam as foreach_adam
 
     additive_scores.BLOCK_FLOATS = 1 << 40  # one block: the GPU's path (module docstring)
+    foreach_adam.all_at_once = lambda device: True  # each operation over all tensors: the GPU's path
     rows = {}
     for name in args.models.split(","):
-        cfg, task, model, criterion = build(name, args.data_bin, args.max_tokens, [], args.device)
+        cfg, task, model, criterion = build(name, args.data_bin, args.max_tokens, TRAIN_FLAGS.get(name, []),
+                                            args.device)
         batch = train_batches(cfg, task, 1, args.device)[0]
         rows[name] = {}
         if "training" in args.passes:
             rows[name]["training"] = training(model, criterion, batch, args)
         if "beam" in args.passes:
             rows[name]["beam"] = beam_search(cfg, task, model, args)
+        if "update" in args.passes:
+            rows[name]["update"] = optimizer_update(cfg, model, criterion, batch, args)
         del model, criterion
     print(table(rows, args))
     if args.json:

@@ -28,6 +28,8 @@ MODELS = {
     # the same model decoded by fairseq's own search loop (--fairseq-beam-search): what generation/beam_search.py
     # gains
     "pgn_lstm_fairseq_search": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],
+    # the same model trained with --optimizer foreach_adam (fairseq's Adam in multi-tensor operations)
+    "pgn_lstm_foreach_adam": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
     "pgn_lstm_a512": ["--arch", "pgn_lstm", "--attention-dim", "512", "--criterion", "focal_copy_coverage"],
     # Paulus et al.: the preset's options (intra-temporal and intra-decoder attention, readout
@@ -42,12 +44,13 @@ MODELS = {
                  "--criterion", "semantic_cohesion", "--cohesion-lambda", "0.1", "--coverage-lambda", "0"],
 }
 DECODE_FLAGS = {"pgn_lstm_fairseq_search": ["--fairseq-beam-search"]}  # a row's own fairseq-generate options
+TRAIN_FLAGS = {"pgn_lstm_foreach_adam": ["--optimizer", "foreach_adam"]}  # a row's own fairseq-train options
 STOCK = ("lstm",)  # decoded as fairseq ships it: --task translation, fairseq's generator and blocking
 REFERENCE = "pgn_lstm"
 TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
 ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_fairseq_search",
-             "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
+             "pgn_lstm_foreach_adam", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
 PAULUS_TARGET = 0.8  # training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
 QUANTIZE_TARGET = 1.4  # beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
@@ -143,7 +146,8 @@ def fairseq_train_command(name: str, args, bin_dir: Path, save_dir: Path) -> lis
             *MODELS[name], *SIZES, "--optimizer", "adam", "--lr", "0.001", "--clip-norm", "2.0",
             "--max-tokens", args.max_tokens, "--max-update", args.updates, "--seed", "1",
             "--disable-validation", "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple",
-            "--log-interval", args.log_interval, "--num-workers", "0", *device_flags(args.device)]
+            "--log-interval", args.log_interval, "--num-workers", "0", *device_flags(args.device),
+            *TRAIN_FLAGS.get(name, [])]
 
 
 def blocking_flags(name: str, n: int) -> list:
