@@ -48,7 +48,7 @@ def set_gradients(params, step, skip=None):
     generator = torch.Generator().manual_seed(100 + step)
     for index, p in enumerate(params):
         grad = torch.randn(p.shape, generator=generator) * (3.0 if index % 2 else 0.01)
-        p.grad = None if index == skip else grad.to(p.dtype)
+        p.grad = None if index == skip else grad.to(device=p.device, dtype=p.dtype)
 
 
 def step_together(optimizers, param_lists, steps):
@@ -144,6 +144,27 @@ def test_an_update_dispatches_a_handful_of_operations_instead_of_nine_per_parame
     assert len(theirs) >= 7 * len(SHAPES)  # m, v, sqrt, eps, the update: per parameter
     assert len([name for name in ours if name != "aten::to"]) <= 8
     assert all(name.startswith("aten::_foreach_") or name == "aten::to" for name in ours)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_on_cuda_it_runs_all_at_once_and_stays_with_fairseqs_adam(dtype):
+    """The multi-tensor kernels may round differently in the last bit: after six steps the moments agree to float32
+    rounding and the weights to their dtype's last bit."""
+    theirs_params = [torch.nn.Parameter(p.detach().cuda()) for p in parameters(dtype)]
+    ours_params = [torch.nn.Parameter(p.detach().cuda()) for p in parameters(dtype)]
+    theirs = build("adam", theirs_params, weight_decay=0.01)
+    ours = build("foreach_adam", ours_params, weight_decay=0.01)
+    assert foreach_adam.all_at_once(ours_params[0].device)
+    step_together([theirs, ours], [theirs_params, ours_params], range(6))
+    last_bit = 1e-6 if dtype == torch.float32 else 2 ** -7
+    for a, b in zip(theirs_params, ours_params):
+        assert b.dtype == dtype and b.is_cuda
+        torch.testing.assert_close(b, a, rtol=last_bit, atol=1e-9)
+        for key in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(ours.optimizer.state[b][key], theirs.optimizer.state[a][key], rtol=1e-6,
+                                       atol=1e-12)
+    assert not torch.equal(ours_params[0], parameters(dtype)[0].cuda())  # it moved
 
 
 def test_a_sparse_gradient_and_fp16_adam_stats_are_refused():
