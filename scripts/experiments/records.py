@@ -1,7 +1,7 @@
 """The training and decode records of the experiment scripts: what made a trained system or a decode, compared to
 decide whether it is reused, resumed or run again.  ``train_or_reuse`` is the one training step of compare.py,
 shi2018_table1.py, see2017_adagrad.py, checkpoint_choice.py and newcomer.py; slurm_table.py and the reports read
-the records.
+the records.  ``provenance`` is the line of a results table that says where and with what it was made.
 
 A training record (MODEL/training.json) holds the train.sh options, the config file's text, the data's prep.json,
 a continued system's parent record, the digests of other inputs (a word2vec file) and the code: one SHA-256 of
