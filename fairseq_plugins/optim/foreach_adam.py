@@ -7,9 +7,9 @@ NVIDIA's apex) updates one parameter tensor at a time: 7 arithmetic operations p
 update for the 32 tensors of the benchmark's ``pgn_lstm`` (scripts/bench).  On a GPU each launch costs microseconds
 whatever its size, so that loop is a fixed cost of every update.  This optimizer makes the same update with
 ``torch._foreach_*`` operations over all tensors that share a device, a dtype and a step count: 7 operations per
-update (8 with weight decay, 9 with amsgrad).  On a GPU each one is a few multi-tensor kernels.  On a CPU, where
-launches are cheap and all tensors at once leave the caches between operations (35-45 % slower than fairseq's
-loop on this project's 2-core machine), the same operations run tensor by tensor, as in fairseq.
+update, one more each for weight decay, amsgrad and fp16/bf16 parameters.  On a GPU each one is a few multi-tensor
+kernels.  On a CPU, where launches are cheap and all tensors at once leave the caches between operations (35-45 %
+slower than fairseq's loop on this project's 2-core machine), the same operations run tensor by tensor, as in fairseq.
 
 The update (Kingma & Ba 2015, Algorithm 1, in fairseq's form, with Loshchilov & Hutter's decoupled weight decay as
 fairseq applies it), for gradient g, step t, learning rate lr:
