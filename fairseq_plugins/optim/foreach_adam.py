@@ -145,6 +145,7 @@ class ForeachAdam(torch.optim.Optimizer):
                 state[name] = torch.zeros_like(weight)
         else:
             for name in names:
-                state[name] = state[name].to(weight)
+                if state[name].dtype != weight.dtype or state[name].device != weight.device:
+                    state[name] = state[name].to(weight)
         state["step"] += 1
         return state
