@@ -1,14 +1,12 @@
-"""Helpers of the serving tests (test_serve.py, test_package.py): one tiny model trained through preprocess.sh and
-train.sh per test session, and summ-serve started as a real subprocess on 127.0.0.1."""
+"""Helpers of the tests of a trained model (test_serve.py, test_package.py, test_hub.py, ...): one tiny model trained
+through preprocess.sh and train.sh per test session, and summ-serve started as a real subprocess on 127.0.0.1."""
 import json
 import re
 import signal
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 from conftest import ROOT, command_env, run, slice_corpus
 
@@ -20,15 +18,16 @@ MARKER_DOC = "the <oov-2> token appears here literally , with a zyxwvut word ."
 
 
 def tiny_model(tmp_path_factory):
-    """(work dir, DATA_DIR, SAVE_DIR, config file) of pgn_lstm_small trained 3 updates on 200 SciTLDR-A documents;
-    trained once per session (the directory is reused by every module that asks)."""
+    """(work dir, DATA_DIR, SAVE_DIR, config file) of pgn_lstm_small trained 3 updates on 200 SciTLDR-A documents,
+    with TensorBoard's event files in WORK/tensorboard; trained once per session (the directory is reused by every
+    module that asks: none may write into it)."""
     work = tmp_path_factory.getbasetemp() / "serving-model"
     data, model, config = work / "data", work / "model", work / "short.conf"
     if not (model / "checkpoint_best.pt").is_file():
         raw = slice_corpus("scitldr", work / "raw", (("train", 200), ("valid", 6), ("test", 6)))
         config.write_text(SHORT_CONFIG, encoding="utf-8")
         run(["./preprocess.sh", "-c", config, raw, data])
-        run(["./train.sh", "-c", config, data, model, *TRAIN_OPTIONS])
+        run(["./train.sh", "-c", config, data, model, *TRAIN_OPTIONS, "--tensorboard-logdir", work / "tensorboard"])
     return work, data, model, config
 
 

@@ -483,38 +483,42 @@ def bench_work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bench(shared_data, bench_work):
+    """One tiny run of every row the tests read: fairseq's lstm, pgn_lstm, the --all-models rows Paulus and
+    dca_lstm, and the RL row (medians over --repeats are tested on median_run itself)."""
     work = bench_work
-    result = run([sys.executable, "scripts/bench/throughput.py", "--updates", "3", "--decode-sentences", "10",
-                  "--max-tokens", "1500", "--max-len-b", "12", "--lengths", "fixed", "--device", "cpu",
-                  "--work", work, "--repeats", "2", "--peak-sizes", "256", "--json", work / "figures.json"])
-    return result.stdout, json.loads((work / "figures.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def bench_new_rows(bench, bench_work, tmp_path_factory):
-    """The --all-models rows Paulus and dca_lstm with pgn_lstm, and the RL row, once, on the LCSTS data the first
-    tiny run prepared."""
-    work = tmp_path_factory.mktemp("bench_new_rows")
-    result = run([sys.executable, "scripts/bench/throughput.py", "--models", "pgn_lstm,pgn_lstm_paulus2017,dca_lstm",
-                  "--rl", "--rl-batches", "2", "--updates", "3", "--decode-sentences", "8", "--max-tokens", "1500",
-                  "--max-len-b", "12", "--lengths", "fixed", "--device", "cpu", "--repeats", "1",
-                  "--data-bin", bench_work / "lcsts_char" / "bin", "--work", work, "--peak-sizes", "256",
+    result = run([sys.executable, "scripts/bench/throughput.py", "--models",
+                  "lstm,pgn_lstm,pgn_lstm_paulus2017,dca_lstm", "--rl", "--rl-batches", "2", "--updates", "3",
+                  "--decode-sentences", "10", "--max-tokens", "1500", "--max-len-b", "12", "--lengths", "fixed",
+                  "--device", "cpu", "--work", work, "--repeats", "1", "--peak-sizes", "256",
                   "--json", work / "figures.json"])
     return result.stdout, json.loads((work / "figures.json").read_text())
+
+
+def test_median_run_takes_each_figures_median_and_keeps_the_runs():
+    from throughput_report import median_run
+
+    runs = [{"train_wps": 100.0, "fixed_decode_sent_per_s": 9.0, "train_peak_mb": 500.0},
+            {"train_wps": 300.0, "fixed_decode_sent_per_s": 7.0, "train_peak_mb": 520.0},
+            {"train_wps": 200.0, "fixed_decode_sent_per_s": 8.0, "train_peak_mb": 900.0}]
+    merged = median_run(runs)
+    assert merged["train_wps"] == 200.0 and merged["fixed_decode_sent_per_s"] == 8.0
+    assert merged["train_peak_mb"] == 520.0
+    assert merged["train_wps_runs"] == [100.0, 300.0, 200.0]  # in run order, for the report's per-run line
+    assert merged["fixed_decode_sent_per_s_runs"] == [9.0, 7.0, 8.0]
+    assert median_run(runs[:2])["train_wps"] == 200.0  # two runs: their mean
 
 
 @pytest.mark.slow
 def test_tiny_run_reports_every_figure(bench):
     stdout, figures = bench
-    assert figures["decode_sentences"] == 10 and figures["repeats"] == 2 and figures["modes"] == {"fixed": 12}
+    assert figures["decode_sentences"] == 10 and figures["repeats"] == 1 and figures["modes"] == {"fixed": 12}
     assert "decoding, fixed length: the first 10 sentences of valid, beam 5, --max-len-b 12, --min-len 12" in stdout
     assert re.search(r"^CPU: .+; torch .+ with 1 threads", stdout, re.M)
     peak = figures["machine"]["peak_gflops"]
     assert peak > 0
     for name in ("lstm", "pgn_lstm"):
         model = figures["models"][name]
-        runs = model["train_wps_runs"]
-        assert len(runs) == 2 and model["train_wps"] == pytest.approx(sum(runs) / 2)  # median of two
+        assert model["train_wps_runs"] == [model["train_wps"]]  # one run
         assert model["train_gflops"] == pytest.approx(model["train_mflop_per_token"] * model["train_wps"] / 1000)
         assert model["train_mfu"] == pytest.approx(model["train_gflops"] / peak)
         assert model["train_peak_mb"] > 100 and model["fixed_decode_peak_mb"] > 100  # python with torch: real RSS
@@ -540,13 +544,14 @@ def test_old_name_runs_the_same_benchmark():
 
 
 @pytest.mark.slow
-def test_tiny_run_of_the_new_rows_and_the_rl_row(bench_new_rows):
-    stdout, figures = bench_new_rows
-    assert list(figures["models"]) == ["pgn_lstm", "pgn_lstm_paulus2017", "dca_lstm"]
-    for name, model in figures["models"].items():
+def test_tiny_run_of_the_new_rows_and_the_rl_row(bench):
+    stdout, figures = bench
+    assert list(figures["models"]) == ["lstm", "pgn_lstm", "pgn_lstm_paulus2017", "dca_lstm"]
+    for name in ("pgn_lstm", "pgn_lstm_paulus2017", "dca_lstm"):
+        model = figures["models"][name]
         assert model["train_wps"] > 0 and model["train_mfu"] > 0
         for blocked in ("", "_blocked"):
-            assert model[f"fixed{blocked}_decode_sentences"] == 8 and model[f"fixed{blocked}_hyp_len"] == 13.0
+            assert model[f"fixed{blocked}_decode_sentences"] == 10 and model[f"fixed{blocked}_hyp_len"] == 13.0
         assert model["fixed_blocked_rep3"] == 0.0  # the project's blocking works for every architecture
         assert sum(model["train_flop_shares"].values()) == pytest.approx(1.0)
     models = figures["models"]

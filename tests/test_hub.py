@@ -1,7 +1,7 @@
 """Hub API (fairseq_plugins/inference/hub.py), the visualiser's CLI and TensorBoard logging, on a tiny trained model.
 
-One module fixture trains pgn_lstm_small for a few updates on 200 SciTLDR-A documents through preprocess.sh and
-train.sh, with --tensorboard-logdir."""
+The model is the session's tiny one (tests/serving.py): pgn_lstm_small trained 3 updates on 200 SciTLDR-A documents
+through preprocess.sh and train.sh, with --tensorboard-logdir."""
 import logging
 import shutil
 import struct
@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 
 from conftest import run
+from serving import MARKER_DOC, sample_documents, tiny_model
 
 pytestmark = pytest.mark.slow  # every test uses a model trained through train.sh
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAIN_OPTIONS = ["--max-update", "3", "--max-tokens", "1500"]
 GENERATION = ["--beam", "3", "--max-len-b", "20"]  # for generate.sh; the same options for summarize() below
-MARKER_DOC = "the <oov-2> token appears here literally , with a zyxwvut word ."
 
 
 def head(path: Path, count: int):
@@ -29,22 +28,9 @@ def head(path: Path, count: int):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    work = tmp_path_factory.mktemp("hub")
-    raw = work / "raw"
-    raw.mkdir()
-    for split, count in (("train", 200), ("valid", 6), ("test", 6)):
-        for side in ("src", "tgt"):
-            lines = head(ROOT / "data" / "scitldr" / f"{split}.{side}", count)
-            (raw / f"{split}.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    # the main job's config with shorter sources and targets: a faster fixture (2 shared cores)
-    config = work / "short.conf"
-    config.write_text('source "$ROOT/configs/scitldr_small.conf"\n'
-                      "PREP_ARGS+=(--max-source-len 150 --max-target-len 30)\n", encoding="utf-8")
-    data, model, tensorboard = work / "data", work / "model", work / "tensorboard"
-    run(["./preprocess.sh", "-c", str(config), str(raw), str(data)])
-    run(["./train.sh", "-c", str(config), str(data), str(model), *TRAIN_OPTIONS,
-         "--tensorboard-logdir", str(tensorboard)])
-    return work, data, model, tensorboard
+    """(work dir, DATA_DIR, SAVE_DIR, TensorBoard dir): the session's tiny model (serving.tiny_model)."""
+    work, data, model, _ = tiny_model(tmp_path_factory)
+    return work, data, model, work / "tensorboard"
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +44,7 @@ def summarizer(trained):
 @pytest.fixture(scope="module")
 def documents():
     """Documents of pairwise different token counts (so that any input order gives the same batches)."""
-    tests = [" ".join(doc.split()[:words]) for doc, words in zip(head(ROOT / "data" / "scitldr" / "test.src", 3),
-                                                                   (100, 70, 40))]
-    return [tests[0], "", MARKER_DOC, "we propose a new method for training neural networks .", tests[1], tests[2]]
+    return sample_documents()
 
 
 def test_summarize_equals_generate_sh(trained, summarizer, documents, tmp_path):
@@ -113,7 +97,9 @@ def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, 
 
     from fairseq_plugins.inference.hub import Summarizer
 
-    _, data, model, _ = trained
+    _, data, shared, _ = trained
+    model = tmp_path / "copier"  # the checkpoint that only copies goes into a copy: the session's model stays as is
+    shutil.copytree(shared, model)
     copier = Summarizer.from_pretrained(model)  # a model of its own: the module's summarizer stays untouched
     decoder = copier.model.decoder
     with torch.no_grad():

@@ -164,9 +164,9 @@ def model_card(record: Optional[Dict], prep: Dict, facts: Dict, rouge: Optional[
     if record is None:
         lines += ["Not recorded (the model directory has no config.json).", ""]
     else:
-        command = ["./train.sh", "-c", record["name"], "DATA_DIR", "SAVE_DIR", *record["extra_args"]]
+        command = ["./train.sh", "-c", record["name"], "DATA_DIR", "SAVE_DIR", *map(unrooted, record["extra_args"])]
         lines += [f"- config `{record['name']}` (its text is in config.json)", "", "```",
-                  " ".join(command), "```", "", f"TRAIN_ARGS: `{' '.join(record['train_args'])}`", ""]
+                  " ".join(command), "```", "", f"TRAIN_ARGS: `{' '.join(map(unrooted, record['train_args']))}`", ""]
     lines += ["## Decoding defaults", "",
               f"GEN_ARGS: `{' '.join(record['gen_args']) if record else '(scitldr_small defaults)'}`", "",
               "## Measured test ROUGE", ""]
@@ -184,6 +184,12 @@ def folder_name(path) -> str:
         return "unknown"
     parts = [part for part in Path(str(path)).parts if part not in ("/", "bin")]
     return parts[-1] if parts else "unknown"
+
+
+def unrooted(word: str) -> str:
+    """A training option as the card shows it: an absolute path (``--tensorboard-logdir /home/me/tb``) becomes
+    ``.../tb``, its last name, like the data folders above."""
+    return f".../{Path(word).name}" if word.startswith("/") and Path(word).name else word
 
 
 def write_manifest(out: Path) -> None:
