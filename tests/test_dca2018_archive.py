@@ -153,3 +153,34 @@ def test_an_option_repeated_keeps_its_order_when_records_are_compared():
         option_groups(["-c", "a", "--seed", "2", "--lr", "0.1", "--max-update", "5"], ignore=("--max-update",))
     assert option_groups(["--lr", "1", "--lr", "2"]) != option_groups(["--lr", "2", "--lr", "1"])
     assert option_groups(["--rl-gamma", "-0.5"]) == [["--rl-gamma", "-0.5"]]  # a negative value
+
+
+@pytest.mark.slow
+def test_per_document_scores_of_a_chinese_run_are_scored_as_chinese(tmp_path):
+    """A work folder of another corpus (LCSTS characters: data/prep.json says zh) is scored in its language:
+    official ROUGE-1.5.5 on characters mapped to ids, where English tokenization would keep none of them."""
+    import dca2018_report as report
+
+    work = tmp_path / "work"
+    for folder in ("logs", "outputs", "data/ref"):
+        (work / folder).mkdir(parents=True)
+    (work / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
+    (work / "data" / "ref" / "test.tgt").write_text("今天天气很好\n我们去公园散步\n", encoding="utf-8")
+    (work / "outputs" / "sys.beam.txt").write_text("今 天 天 气 很 好\n我 们 去 看 书\n", encoding="utf-8")
+    run = report.Run(work)
+    assert run.lang == "zh"
+    rows = run.per_doc("sys.beam").read_text().splitlines()
+    header, first, second = (line.split("\t") for line in rows)
+    f1 = header.index("rouge-1-f")
+    assert float(first[f1]) == 1.0  # the whole reference, character for character
+    assert 0.0 < float(second[f1]) < 1.0  # 3 of the reference's 7 characters, 3 of the summary's 5
+    assert report.Run(tmp_path / "archive_like").lang == "en"  # no data kept: the DCA runs' English
+
+
+def test_a_run_with_unreadable_data_settings_is_an_error(tmp_path):
+    import dca2018_report as report
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prep.json").write_text("{}")  # no settings: not prepared by summ-prepare
+    with pytest.raises(SystemExit, match=r"prep.json: no settings.lang, so not the record summ-prepare writes"):
+        report.Run(tmp_path)

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, training_code  # noqa: E402
 from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, paired_intervals, per_doc_rouge, read_lines,  # noqa: E402
-                 repetition, sentences, train_facts, verdict)
+                 repetition, sentences, train_facts, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -74,13 +74,16 @@ class Run:
         self.work = work.resolve()
         self.name = name or str(self.work)
         self.exp = Experiment("dca2018_report", self.work)
+        # the folder's own language; an archive keeps no data but packs its per-document scores (none is scored
+        # anew), and the DCA runs it was made for are English
+        self.lang = work_language(self.work, default="en")
         results = self.work / "results.json"
         if results.is_file():  # the run finished: compare.py's own figures, repetition counted anew below
             table = json.loads(results.read_text(encoding="utf-8"))
             self.rows, self.trained = table["rows"], table["trained"]
             self.finished = True
             for row in self.rows:  # one definition of repeated trigrams for every run, whatever code wrote it
-                row.update(repetition(read_lines(self.work / "outputs" / f"{output_name(row)}.txt"), "en"))
+                row.update(repetition(read_lines(self.work / "outputs" / f"{output_name(row)}.txt"), self.lang))
             self.add_earlier_systems()
         else:  # a run still going or stopped: the systems and decodings it finished
             self.rows, self.trained = self.finished_rows()
@@ -116,13 +119,13 @@ class Run:
                 text = scored.read_text(encoding="utf-8")
                 row = {"system": label, "decode": decode,
                        "rouge": {metric: float(value) for metric, value in ROUGE_ROW.findall(text)}}
-                row.update(repetition(read_lines(self.work / "outputs" / f"{label}.{decode}.txt"), "en"))
+                row.update(repetition(read_lines(self.work / "outputs" / f"{label}.{decode}.txt"), self.lang))
                 rows.append(row)
         return rows, trained
 
     def per_doc(self, name: str) -> Path:
         """Official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt (cached in logs/)."""
-        return per_doc_rouge(self.exp, name, "en")
+        return per_doc_rouge(self.exp, name, self.lang)
 
     def test_stats(self, label: str) -> Dict:
         """attention_stats.py on the test references with the decoded checkpoint (cached beside it)."""

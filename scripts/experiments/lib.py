@@ -6,6 +6,7 @@ Research-only corpora (LCSTS, CNN/DM) are read from ../shared/data and written o
 work directory, never into the repository.
 """
 import fcntl
+import json
 import os
 import socket
 import re
@@ -136,6 +137,18 @@ def read_lines(path: Path) -> List[str]:
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def work_language(work: Path, default: str = None) -> str:
+    """The language of a compare.py work folder's corpus (WORK/data/prep.json's settings), or ``default`` where the
+    folder keeps no data (an archive); without a default a missing prep.json is an error."""
+    prep = work / "data" / "prep.json"
+    if not prep.is_file() and default is not None:
+        return default
+    lang = json.loads(prep.read_text(encoding="utf-8")).get("settings", {}).get("lang")
+    if lang is None:
+        raise SystemExit(f"{prep}: no settings.lang, so not the record summ-prepare writes; prepare {work} again")
+    return lang
 
 
 # ----------------------------------------------------------------------------------------------- significance

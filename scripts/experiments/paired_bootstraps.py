@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import Experiment, paired_intervals, per_doc_rouge, verdict  # noqa: E402
+from lib import Experiment, paired_intervals, per_doc_rouge, verdict, work_language  # noqa: E402
 
 RESAMPLES = 10000
 
@@ -47,10 +47,6 @@ def intervals(exp: Experiment, a: str, b: str, lang: str):
     return paired_intervals(per_doc(exp, a, lang), per_doc(exp, b, lang), RESAMPLES)
 
 
-def language(exp: Experiment) -> str:
-    return json.loads((exp.work / "data" / "prep.json").read_text(encoding="utf-8"))["settings"]["lang"]
-
-
 def section(exps, pairs, decodes, command: str) -> str:
     """The markdown section: one row per pair and decoding, each score's verdict over the folders (seeds)."""
     count = len(pairs) * len(decodes) * len(exps)
@@ -62,7 +58,7 @@ def section(exps, pairs, decodes, command: str) -> str:
              "| B | A | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
     for decode in decodes:
         for b, a in pairs:
-            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", language(exp)) for exp in exps]
+            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", work_language(exp.work)) for exp in exps]
             cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
             lines.append(f"| {b} | {a} | {decode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
