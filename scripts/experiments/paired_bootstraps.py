@@ -56,9 +56,10 @@ def section(exps, pairs, decodes, command: str) -> str:
              "their number. A direction holds only when every seed, two or more, shows it with an interval that "
              "excludes zero; otherwise inconclusive.", "",
              "| B | A | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
+    langs = [work_language(exp.work) for exp in exps]  # each folder's corpus, read once
     for decode in decodes:
         for b, a in pairs:
-            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", work_language(exp.work)) for exp in exps]
+            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", lang) for exp, lang in zip(exps, langs)]
             cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
             lines.append(f"| {b} | {a} | {decode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
