@@ -81,11 +81,50 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
     text = report.report([work], tmp_path / "r.md", "cmd", DECLARED)
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines()
             if line.startswith("| ") and "| beam |" in line}
-    assert rows["1:single_mle_seed1"].endswith("| older (commit abc1234) |")
-    assert rows["2:single_sem_seed1"].endswith("| this checkout |")
-    assert rows["1:single_mle_seed2"].endswith("| not recorded |")  # records without the code
-    assert rows["2:single_sem_seed2"].endswith("| 20 | 2.0 | not recorded |")  # its updates and minutes
+    assert rows["1:single_mle_seed1"].endswith("| older (commit abc1234) |  |")
+    assert rows["2:single_sem_seed1"].endswith("| this checkout |  |")
+    assert rows["1:single_mle_seed2"].endswith("| not recorded |  |")  # records without the code
+    assert rows["2:single_sem_seed2"].endswith("| 20 |  | 2.0 | not recorded |  |")  # its updates and minutes
     assert "| 2:single_sem | 1:single_mle | 2 | B > A in every seed (2): +5.00 [+5.00, +5.00], +4.00" in text
+
+
+def test_the_header_says_how_each_run_was_made_and_rows_below_a_baseline_of_their_seed_are_flagged(tmp_path):
+    """A finished run's command, commit, corpus and budget come from its results.md, a stopped run is marked so;
+    a row below LEAD-3, or below fairseq's `lstm` of its own seed, is flagged (another seed's `lstm` does not
+    count)."""
+    import dca2018_report as report
+
+    seed1, seed2 = tmp_path / "seed1", tmp_path / "seed2"
+    for work in (seed1, seed2):
+        for folder in ("logs", "outputs", "data"):
+            (work / folder).mkdir(parents=True)
+    finished_system(seed1, "1:single_mle", 0.20)
+    finished_system(seed1, "control:fairseq_lstm", 0.22)
+    finished_system(seed2, "1:single_mle_seed2", 0.21)
+    finished_system(seed2, "control:fairseq_lstm_seed2", 0.15)
+    (seed1 / "outputs" / "lead.txt").write_text("a b .\nc d .\ne f .\n")
+    (seed1 / "logs" / "rouge_lead.per_doc.tsv").write_text(
+        "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t0.24\t0.05\t0.2\n" for i in range(3)))
+    lead = {"system": "LEAD-3", "decode": "", "rouge": {"ROUGE-1": 24.0, "ROUGE-2": 9.0, "ROUGE-L": 22.0}}
+    rows = [lead] + [{"system": label, "decode": "beam", "rouge": {"ROUGE-1": f1, "ROUGE-2": 5.0, "ROUGE-L": 20.0}}
+                     for label, f1 in (("1:single_mle", 20.0), ("control:fairseq_lstm", 22.0))]
+    trained = {label: {"updates": 20, "epochs": 0.5, "train_min": 2.0} for label in ("1:single_mle",
+                                                                                      "control:fairseq_lstm")}
+    (seed1 / "results.json").write_text(json.dumps({"rows": rows, "trained": trained}))
+    (seed1 / "results.md").write_text("# dca2018_cnndm\n\nCommand: `python scripts/experiments/compare.py --x`\n\n"
+                                      "Made at commit abc1234 on 2026-11-29 16:00 UTC: a CPU\n\n"
+                                      "Corpus `cnndm`: 3 training documents\nBudget: 20 updates per system\n| x |\n")
+
+    text = report.report([seed1, seed2], tmp_path / "r.md", "cmd", DECLARED)
+    assert "Made at commit " in text.split("Runs, each")[0] and "Training seeds: 1, 2 " in text
+    assert f"- `{seed1.resolve()}`:\n  - Command: `python scripts/experiments/compare.py --x`\n  - Made at commit " \
+        "abc1234 on 2026-11-29 16:00 UTC: a CPU\n  - Corpus `cnndm`: 3 training documents\n  - Budget: 20 " in text
+    assert f"- `{seed2.resolve()}`: **not finished**" in text
+    table = {line.split(" | ")[0][2:]: line for line in text.split("## 2.")[0].splitlines() if "| beam |" in line}
+    assert table["1:single_mle"].endswith("| 20 | 0.50 | 2.0 | not recorded | **LEAD-3**, **control:fairseq_lstm** |")
+    assert table["1:single_mle_seed2"].endswith("| **LEAD-3** |")  # 21.00: above its own seed's lstm (15.00)
+    assert table["control:fairseq_lstm"].endswith("| **LEAD-3** |")
+    assert table["control:fairseq_lstm_seed2"].endswith("| **LEAD-3** |")
 
 
 def test_an_archive_that_is_not_a_tar_xz_is_refused(tmp_path):

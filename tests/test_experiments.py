@@ -516,15 +516,20 @@ def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_no
 
 
 def test_a_row_below_lead_or_fairseqs_lstm_is_flagged_in_the_table():
+    from lib import baseline_flags
+
     def row(system, decode, r1):
         return {"system": system, "decode": decode, "rouge": {"ROUGE-1": r1, "ROUGE-2": 1.0, "ROUGE-L": 1.0}}
 
     rows = [row("LEAD-3", "", 29.2), row("control:fairseq_lstm", "beam", 21.0),
             row("control:fairseq_lstm", "greedy", 18.0), row("pgn", "beam", 30.0), row("pgn", "greedy", 20.0),
             row("gru", "beam", 19.0), {"system": "x", "failed": "log"}]
-    flags = compare.baseline_flags(rows)
+    flags = baseline_flags(rows)
     assert [flags.get(id(r), "") for r in rows[:6]] == ["", "**LEAD-3**", "**LEAD-3**", "", "**LEAD-3**",
                                                         "**LEAD-3**, **control:fairseq_lstm**"]
+    seed2 = row("gru_seed2", "beam", 19.0)  # fairseq's lstm counts only against rows of its own seed
+    flags = baseline_flags(rows + [seed2], seed_of=lambda system: system.partition("_seed")[2])
+    assert flags[id(seed2)] == "**LEAD-3**" and flags[id(rows[5])] == "**LEAD-3**, **control:fairseq_lstm**"
     lines = compare.table(rows, {})
     assert lines[0].endswith("| below a trivial baseline |") and lines[-2].endswith(
         "| **LEAD-3**, **control:fairseq_lstm** |")

@@ -46,7 +46,6 @@ updates on a slice of ../shared/data, parameters, memory, s/update and the whole
 """
 import argparse
 import json
-import re
 import shlex
 import shutil
 import sys
@@ -59,8 +58,8 @@ import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 import slurm_table  # noqa: E402
 from corpora import cnndm_raw, lcsts_raw  # noqa: E402
-from lib import (ROOT, Experiment, LockedError, abstraction, config_array, decode_facts, hold_lock,  # noqa: E402
-                 lead, official_rouge, read_lines, repetition, train_facts, write_lines)
+from lib import (ROOT, Experiment, LockedError, abstraction, baseline_flags, config_array, decode_facts,  # noqa: E402
+                 hold_lock, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
 import records  # noqa: E402
 from records import decoding_code, package_version, provenance, read_record, sha256, test_data  # noqa: E402
 
@@ -307,26 +306,6 @@ def table(rows, trained):
             fmt(facts.get("train_min"), 1),
             fmt(facts.get("words_per_s"), 0), fmt(facts.get("valid_nll_bits"), 3), flags.get(id(row), "")]) + " |")
     return lines
-
-
-TRIVIAL = re.compile(r"^(LEAD-\d+|control:fairseq_lstm\w*)$")  # the rows of the trivial baselines
-
-
-def baseline_flags(rows) -> dict:
-    """id(row) -> "**LEAD-3**, ..." for each row whose ROUGE-1 is below a trivial baseline's in the same table (a
-    LEAD-k row; fairseq's `lstm`, labelled control:fairseq_lstm, at the same decoding): a bad setup or an
-    untrained model until a control explains it."""
-    scored = [row for row in rows if "failed" not in row]
-    baselines = [row for row in scored if TRIVIAL.match(row["system"])]
-    flags = {}
-    for row in scored:
-        if row["system"].startswith("LEAD-"):
-            continue
-        below = [base["system"] for base in baselines if base["system"] != row["system"]
-                 and base["decode"] in ("", row["decode"]) and row["rouge"]["ROUGE-1"] < base["rouge"]["ROUGE-1"]]
-        if below:
-            flags[id(row)] = ", ".join(f"**{name}**" for name in below)
-    return flags
 
 
 def lead_row(exp: Experiment, raw: Path, data: Path, lang: str, size: int) -> dict:

@@ -43,9 +43,9 @@ from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from records import code_record, training_code  # noqa: E402
-from lib import (ROOT, ROUGE_ROW, Experiment, option_groups, paired_intervals, per_doc_rouge, read_lines,  # noqa: E402
-                 repetition, sentences, train_facts, verdict, work_language)
+from records import code_record, provenance, training_code  # noqa: E402
+from lib import (ROOT, ROUGE_ROW, Experiment, baseline_flags, option_groups, paired_intervals, per_doc_rouge,  # noqa: E402
+                 read_lines, repetition, sentences, train_facts, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -271,15 +271,19 @@ def trained_on(run, label: str, current: Dict[str, str]) -> str:
 
 
 def main_table(entries) -> List[str]:
+    """One line per system x decoding; a row whose ROUGE-1 is below LEAD-3's, or below fairseq's `lstm` of its
+    own seed at the same decoding, is flagged."""
     lines = ["| system | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L | repeated trigrams % | mean length | "
-             "valid NLL (bits/token) | valid cos(q, q-1) | updates | train min | trained on code |", "|" + "---|" * 12]
-    current = {}
+             "valid NLL (bits/token) | valid cos(q, q-1) | updates | epochs | train min | trained on code | "
+             "below a trivial baseline |", "|" + "---|" * 14]
+    current, flags = {}, baseline_flags(entries, seed_of=lambda system: split_seed(system)[1])
     for e in entries:
         t, r = e["trained"], e["rouge"]
         lines.append(f"| {e['system']} | {e['decode']} | {fmt(r['ROUGE-1'])} | {fmt(r['ROUGE-2'])} | "
                      f"{fmt(r['ROUGE-L'])} | {fmt(e.get('repeated_trigrams'))} | {fmt(e.get('mean_length'), 1)} | "
                      f"{fmt(t.get('valid_nll_bits'), 3)} | {fmt(t.get('valid_end_cos_1'), 3)} | "
-                     f"{t.get('updates', '')} | {fmt(t.get('train_min'), 1)} | {trained_on(e['run'], e['system'] if t else '', current)} |")
+                     f"{t.get('updates', '')} | {fmt(t.get('epochs'), 2)} | {fmt(t.get('train_min'), 1)} | "
+                     f"{trained_on(e['run'], e['system'] if t else '', current)} | {flags.get(id(e), '')} |")
     return lines
 
 
@@ -401,14 +405,34 @@ def left_out_lines(left_out) -> List[str]:
     return [f"- {label} in `{run.name}`: {why}" for run, label, why in left_out]
 
 
+RUN_FACTS = ("Command:", "Made at commit", "Corpus ", "Budget:")  # results.md's lines on how a run was made
+
+
+def run_lines(run: Run) -> List[str]:
+    """A run's name, then its results.md's lines on how it was made: the command, the commit, the machine and
+    the versions, the corpus and the budget (a stopped run has no results.md yet)."""
+    results = run.work / "results.md"
+    if not run.finished or not results.is_file():
+        return [f"- `{run.name}`: **not finished**, the systems it has finished so far"]
+    return [f"- `{run.name}`:", *(f"  - {line}" for line in read_lines(results) if line.startswith(RUN_FACTS))]
+
+
+def seeds_sentence(entries) -> str:
+    """Which training seeds the report's systems have (LABEL_seedN: --seed N; LABEL: the configs' seed 1)."""
+    seeds = sorted({int(split_seed(e["system"])[1][len("_seed"):] or 1) for e in entries if e["trained"]})
+    return (f"Training seeds: {', '.join(map(str, seeds)) or 'none'} (LABEL_seedN trained with --seed N, LABEL "
+            "with the configs' seed 1); section 4 gives each row's number of seeds.")
+
+
 def write_report(runs: Sequence[Run], out: Path, command: str, declared: Dict) -> str:
     left_out = checked(runs, declared)
     entries = collect(runs)
     decodes = list(dict.fromkeys(e["decode"] for e in entries if e["decode"]))
     lines = ["# dca2018_cnndm: the poster's ablation of deep communicating agents at CPU scale", "",
-             f"Report: `{command}`", "", "Runs (each finished folder's own command is in its results.md):"]
-    lines += [f"- `{run.name}`" + ("" if run.finished else ": **not finished**, the systems it has finished so far")
-              for run in runs]
+             f"Report: `{command}`", "", provenance(seeds_sentence(entries)), "",
+             "Runs, each with what its results.md says of its last invocation (systems an earlier invocation "
+             "trained in the same folder are read too, each checked against its training record below):"]
+    lines += [line for run in runs for line in run_lines(run)]
     lines += ["", "Systems as the script trains them (each system below has a training record with these options, "
               "in any order, and its parent's; the updates are in its row):", "", *declared_lines(declared), "",
               "Left out (a record that does not match, or none):", "", *left_out_lines(left_out)]

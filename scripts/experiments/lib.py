@@ -280,6 +280,28 @@ def verdict(runs: Sequence[Tuple[float, float, float]]) -> str:
     return f"inconclusive ({shown})"
 
 
+TRIVIAL = re.compile(r"^(LEAD-\d+|control:fairseq_lstm\w*)$")  # the rows of the trivial baselines
+
+
+def baseline_flags(rows, seed_of=lambda system: "") -> dict:
+    """id(row) -> "**LEAD-3**, ..." for each row whose ROUGE-1 is below a trivial baseline's in the same table (a
+    LEAD-k row; fairseq's `lstm`, labelled control:fairseq_lstm, at the same decoding and, where a table holds
+    several seeds, of the same seed: ``seed_of(system)``): a bad setup or an untrained model until a control
+    explains it."""
+    scored = [row for row in rows if "failed" not in row]
+    baselines = [row for row in scored if TRIVIAL.match(row["system"])]
+    flags = {}
+    for row in scored:
+        if row["system"].startswith("LEAD-"):
+            continue
+        below = [base["system"] for base in baselines if base["system"] != row["system"]
+                 and base["decode"] in ("", row["decode"]) and row["rouge"]["ROUGE-1"] < base["rouge"]["ROUGE-1"]
+                 and (base["system"].startswith("LEAD-") or seed_of(base["system"]) == seed_of(row["system"]))]
+        if below:
+            flags[id(row)] = ", ".join(f"**{name}**" for name in below)
+    return flags
+
+
 def lead(sources: Sequence[str], lang: str, size: int) -> List[str]:
     """LEAD-N: the first ``size`` sentences (English, ending at '.', '!' or '?' tokens) or characters (Chinese,
     whitespace removed) of each source."""
