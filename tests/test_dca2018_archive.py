@@ -13,10 +13,12 @@ from dca2018_cnndm import declared  # noqa: E402
 DECLARED = declared()
 
 
-def finished_system(work: Path, label: str, f1: float, code=None, options=None) -> None:
+def finished_system(work: Path, label: str, f1: float, code=None, options=None, decode="beam", r2=0.05,
+                    rl=0.2) -> None:
     """One trained and scored system as compare.py leaves it, its per-document scores and checkpoint
     statistics already computed (so the report runs no ROUGE and loads no checkpoint), with a training record
-    of the options dca2018_cnndm.py declares for it (``code``: the record's code fingerprint)."""
+    of the options dca2018_cnndm.py declares for it (``code``: the record's code fingerprint), decoded once
+    (``decode``) with per-document F1 ``f1``, ``r2`` and ``rl`` (ROUGE-1, -2, -L) for each of its 3 documents."""
     import dca2018_report as report
 
     model = work / "models" / label.replace(":", "_")
@@ -29,11 +31,11 @@ def finished_system(work: Path, label: str, f1: float, code=None, options=None) 
     (model / "checkpoint_best.pt").write_bytes(b"weights")
     logs, outputs = work / "logs", work / "outputs"
     (logs / f"train_{label}.log").write_text("num_updates=10, wps=50\nnum_updates=20, wps=70\n")
-    (logs / f"rouge_{label}.beam.out").write_text(
-        f"ROUGE-1 {100 * f1:.2f} [0 - 1]\nROUGE-2 5.00 [0 - 1]\nROUGE-L 20.00 [0 - 1]\n")
-    (logs / f"rouge_{label}.beam.per_doc.tsv").write_text(
-        "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t0.05\t0.2\n" for i in range(3)))
-    (outputs / f"{label}.beam.txt").write_text("a b . <q> a b .\nc d e .\nf .\n")
+    (logs / f"rouge_{label}.{decode}.out").write_text(
+        f"ROUGE-1 {100 * f1:.2f} [0 - 1]\nROUGE-2 {100 * r2:.2f} [0 - 1]\nROUGE-L {100 * rl:.2f} [0 - 1]\n")
+    (logs / f"rouge_{label}.{decode}.per_doc.tsv").write_text(
+        "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{r2}\t{rl}\n" for i in range(3)))
+    (outputs / f"{label}.{decode}.txt").write_text("a b . <q> a b .\nc d e .\nf .\n")
 
 
 def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
@@ -125,6 +127,26 @@ def test_the_header_says_how_each_run_was_made_and_rows_below_a_baseline_of_thei
     assert table["1:single_mle_seed2"].endswith("| **LEAD-3** |")  # 21.00: above its own seed's lstm (15.00)
     assert table["control:fairseq_lstm"].endswith("| **LEAD-3** |")
     assert table["control:fairseq_lstm_seed2"].endswith("| **LEAD-3** |")
+
+
+def test_the_posters_directions_are_judged_over_the_seeds_at_the_headline_decoding(tmp_path):
+    """+ SEM (row 2 - row 1) rises in the poster's R-1 and R-2 and falls in its R-L: ours rising in two seeds
+    reproduces the first two and not the third; a step whose rows were not run says so."""
+    import dca2018_report as report
+
+    work = tmp_path / "work"
+    for folder in ("logs", "outputs", "data"):
+        (work / folder).mkdir(parents=True)
+    for suffix, gain in (("", 0.05), ("_seed2", 0.03)):
+        finished_system(work, "1:single_mle" + suffix, 0.25, decode="beam+block")
+        finished_system(work, "2:single_sem" + suffix, 0.25 + gain, decode="beam+block", r2=0.07, rl=0.22)
+    text = report.report([work], tmp_path / "r.md", "cmd", DECLARED)
+    directions = {line.split(" | ")[0][2:]: line for line in text.split("## 1.")[0].splitlines() if " - " in line}
+    assert directions["+ SEM"] == ("| + SEM | 2:single_sem - 1:single_mle | +0.78 / +0.64 / -0.83 | reproduces: "
+                                   "+5.00 [+5.00, +5.00], +3.00 [+3.00, +3.00] | reproduces: +2.00 [+2.00, +2.00], "
+                                   "+2.00 [+2.00, +2.00] | does not reproduce: +2.00 [+2.00, +2.00], +2.00 [+2.00, "
+                                   "+2.00] |")
+    assert directions["+ RL"].endswith("| not run | not run | not run |")
 
 
 def test_an_archive_that_is_not_a_tar_xz_is_refused(tmp_path):

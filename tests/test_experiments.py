@@ -497,6 +497,18 @@ def test_verdict_holds_a_direction_only_when_every_seed_shows_it_with_its_interv
     assert verdict([]) == "inconclusive (no seed)"
 
 
+def test_a_papers_direction_reproduces_only_when_every_seed_shows_its_sign_with_its_interval():
+    from lib import against_paper
+
+    up, down, level = (1.0, 0.2, 1.8), (-0.6, -1.1, -0.1), (0.3, -0.4, 1.0)
+    assert against_paper(+0.78, [up, up]) == "reproduces"
+    assert against_paper(-0.83, [down, down]) == "reproduces"  # the paper's score falls, and so does ours
+    assert against_paper(-0.83, [up, up]) == "does not reproduce"
+    assert against_paper(+0.78, [up, level]) == "inconclusive"
+    assert against_paper(+0.78, [up, down]) == "inconclusive"  # the seeds disagree
+    assert against_paper(+0.78, [up]) == "inconclusive"  # one seed is never enough
+
+
 def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_now(tmp_path):
     from compare import check_data_config
     from lib import config_array

@@ -44,8 +44,9 @@ from typing import Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, provenance, training_code  # noqa: E402
-from lib import (ROOT, ROUGE_ROW, Experiment, baseline_flags, option_groups, paired_intervals, per_doc_rouge,  # noqa: E402
-                 read_lines, repetition, sentences, train_facts, verdict, work_language)
+from lib import (ROOT, ROUGE_ROW, Experiment, against_paper, baseline_flags, option_groups,  # noqa: E402
+                 paired_intervals, per_doc_rouge, read_lines, repetition, sentences, train_facts, verdict,
+                 work_language)
 
 RESAMPLES = 10000
 
@@ -301,6 +302,20 @@ COMPARED = {  # besides row 1: the poster's row above, and each control against 
 }
 
 
+# The poster's CNN/DM ablation and its See et al. row, ROUGE-1/2/L F1 (../shared/papers/DCA_AND_PAULUS.md, [C])
+POSTER = {"1:single_mle": (36.12, 14.38, 33.83), "2:single_sem": (36.90, 15.02, 33.00),
+          "3:agents_no_comm": (37.45, 15.90, 34.56), "4:agents_comm": (39.52, 17.12, 36.90),
+          "5:agents_comm_caa": (41.11, 18.21, 36.03), "6:rl": (41.69, 19.47, 37.92),
+          "ref:pgn_coverage": (39.53, 17.28, 36.38)}
+DIRECTIONS = [  # (B, A, the step): the poster's claims, the questions this table was run to answer
+    ("2:single_sem", "1:single_mle", "+ SEM"), ("3:agents_no_comm", "2:single_sem", "three agents"),
+    ("4:agents_comm", "3:agents_no_comm", "communication"),
+    ("5:agents_comm_caa", "4:agents_comm", "contextual agent attention"), ("6:rl", "5:agents_comm_caa", "+ RL"),
+    ("6:rl", "ref:pgn_coverage", "DCA (row 6) above See et al."),
+]
+HEADLINE_DECODE = "beam+block"  # beam 4 with trigram blocking: the decoding the poster's directions are read at
+
+
 def bootstrap(a: Dict, b: Dict):
     """[(difference, low, high)] of B - A in ROUGE points for ROUGE-1, -2, -L, paired over the test documents."""
     return bootstrap_files(*(file_key(entry["per_doc"]) for entry in (a, b)))
@@ -357,6 +372,33 @@ def significance_table(entries, decode: str) -> List[str]:
     for b, a in pairs(rows):
         lines.append(f"| {b} | {a} | {interval(rows[a], rows[b])} |")
     return lines
+
+
+def directions_table(entries) -> List[str]:
+    """Each of the poster's directions (``DIRECTIONS``) at the headline decoding: the poster's change, ours in
+    every seed that has both rows, and the outcome by the rule (``against_paper``) per score."""
+    rows = {e["system"]: e for e in entries if e["decode"] == HEADLINE_DECODE}
+    lines = [f"Decoding `{HEADLINE_DECODE}`; ours: B - A per seed, 95% paired-bootstrap interval.", "",
+             "| step | B - A | poster R-1 / R-2 / R-L | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
+    for b, a, step in DIRECTIONS:
+        runs = [bootstrap(rows[a + suffix], rows[b + suffix]) for suffix in seed_suffixes(rows)
+                if a + suffix in rows and b + suffix in rows]
+        paper = [pb - pa for pb, pa in zip(POSTER[b], POSTER[a])]
+        cells = [f"{against_paper(paper[m], [run[m] for run in runs])}: " + shown([run[m] for run in runs])
+                 if runs else "not run" for m in range(3)]
+        lines.append(f"| {step} | {b} - {a} | " + " / ".join(f"{c:+.2f}" for c in paper) + " | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
+def shown(runs) -> str:
+    """'+1.23 [+0.10, +2.40], ...' for (difference, low, high) per seed run."""
+    return ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in runs)
+
+
+def seed_suffixes(rows: Dict[str, Dict]) -> List[str]:
+    """The seed suffixes ('' for seed 1, '_seed2', ...) of the systems in ``rows``, in seed order."""
+    return sorted({split_seed(label)[1] for label in rows}, key=lambda suffix: int(suffix[len("_seed"):] or 1))
 
 
 def cohesion_table(entries) -> List[str]:
@@ -437,7 +479,12 @@ def write_report(runs: Sequence[Run], out: Path, command: str, declared: Dict) -
               "in any order, and its parent's; the updates are in its row):", "", *declared_lines(declared), "",
               "Left out (a record that does not match, or none):", "", *left_out_lines(left_out)]
     count = sum(len(list(pairs({e["system"]: e for e in entries if e["decode"] == d}))) for d in decodes)
-    lines += ["", "## 1. Every system", "", *main_table(entries), "", "## 2. Paired bootstraps", "",
+    lines += ["", "## The poster's directions", "",
+              "The questions this table was run to answer, read at one decoding: a direction *reproduces* when "
+              "every seed (two or more) shows the poster's sign with an interval that excludes zero, *does not "
+              "reproduce* when every seed shows the other sign so, and is *inconclusive* otherwise.", "",
+              *directions_table(entries), "", "## 1. Every system", "", *main_table(entries), "",
+              "## 2. Paired bootstraps", "",
               f"{count} comparisons x 3 scores = {3 * count} intervals at 95 %, none corrected for their number: "
               f"by chance alone about {3 * count // 20} of them would exclude zero if no system differed.", ""]
     for decode in decodes:
