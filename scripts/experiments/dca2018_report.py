@@ -2,10 +2,15 @@
 
     python scripts/experiments/dca2018_cnndm.py --report WORK [WORK ...] [--out docs/results/dca2018_cnndm.md]
 
-Each WORK is a compare.py work folder (results.json, outputs/, models/, data/).  The report has:
+Each WORK is a compare.py work folder (results.json, outputs/, models/, data/).  The report has a header made by
+the code (where and at which commit the report was made; each run's command, commit, machine, corpus and budget
+from its results.md; the training seeds), then:
+  0. the poster's directions (row 1 -> 2 -> ... -> 6, and row 6 against See et al.'s row) at beam 4 with trigram
+     blocking, each judged over the seeds against the poster's change (``lib.against_paper``);
   1. every system x decoding: official ROUGE-1/2/L F1, repeated trigrams, mean length, and per system the
-     validation NLL of the decoded checkpoint (bits per token; the cohesion term is not in it) and the training
-     minutes;
+     validation NLL of the decoded checkpoint (bits per token; the cohesion term is not in it), the updates, the
+     epochs they made and the training minutes; a row below LEAD-3, or below fairseq's `lstm` of its own seed at
+     the same decoding, is flagged;
   2. paired bootstraps (scripts/rouge_significance.py, official ROUGE-1.5.5's per-document F1, 10,000
      resamples) of each poster row against row 1 and against the row above it, for every decoding;
   3. the semantic cohesion checks: mean cos(s'_q, s'_{q-1}) and cos(s'_q, s'_{q-2}) of the decoder states at the
