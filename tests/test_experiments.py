@@ -507,6 +507,7 @@ def test_a_papers_direction_reproduces_only_when_every_seed_shows_its_sign_with_
     assert against_paper(+0.78, [up, level]) == "inconclusive"
     assert against_paper(+0.78, [up, down]) == "inconclusive"  # the seeds disagree
     assert against_paper(+0.78, [up]) == "inconclusive"  # one seed is never enough
+    assert against_paper(0.0, [up, up]) == "inconclusive"  # no direction in the paper to reproduce
 
 
 def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_now(tmp_path):

@@ -484,7 +484,7 @@ def write_report(runs: Sequence[Run], out: Path, command: str, declared: Dict) -
               "in any order, and its parent's; the updates are in its row):", "", *declared_lines(declared), "",
               "Left out (a record that does not match, or none):", "", *left_out_lines(left_out)]
     count = sum(len(list(pairs({e["system"]: e for e in entries if e["decode"] == d}))) for d in decodes)
-    lines += ["", "## The poster's directions", "",
+    lines += ["", "## 0. The poster's directions", "",
               "The questions this table was run to answer, read at one decoding: a direction *reproduces* when "
               "every seed (two or more) shows the poster's sign with an interval that excludes zero, *does not "
               "reproduce* when every seed shows the other sign so, and is *inconclusive* otherwise.", "",

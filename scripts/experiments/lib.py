@@ -284,7 +284,9 @@ def against_paper(paper_change: float, runs: Sequence[Tuple[float, float, float]
     """A paper's direction (the sign of ``paper_change``, B - A in the paper) judged by the project's rule over
     our seed runs, each (difference, low, high) of a paired interval: "reproduces" when every run, two or more,
     has the paper's sign with an interval that excludes zero; "does not reproduce" when every run, two or more,
-    has the other sign so; otherwise "inconclusive"."""
+    has the other sign so; otherwise "inconclusive" (always, when the paper shows no change)."""
+    if paper_change == 0:
+        return "inconclusive"
     sign = 1.0 if paper_change > 0 else -1.0
     if len(runs) >= 2 and all(sign * low > 0 and sign * high > 0 for _, low, high in runs):
         return "reproduces"
