@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, provenance, training_code  # noqa: E402
 from lib import (ROOT, ROUGE_ROW, Experiment, against_paper, baseline_flags, option_groups,  # noqa: E402
-                 paired_intervals, per_doc_rouge, read_lines, repetition, sentences, train_facts, verdict,
-                 work_language)
+                 paired_intervals, per_doc_rouge, read_lines, repetition, sentences, shown_intervals,
+                 train_facts, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -389,16 +389,11 @@ def directions_table(entries) -> List[str]:
         runs = [bootstrap(rows[a + suffix], rows[b + suffix]) for suffix in seed_suffixes(rows)
                 if a + suffix in rows and b + suffix in rows]
         paper = [pb - pa for pb, pa in zip(POSTER[b], POSTER[a])]
-        cells = [f"{against_paper(paper[m], [run[m] for run in runs])}: " + shown([run[m] for run in runs])
+        cells = [f"{against_paper(paper[m], [run[m] for run in runs])}: " + shown_intervals([run[m] for run in runs])
                  if runs else "not run" for m in range(3)]
         lines.append(f"| {step} | {b} - {a} | " + " / ".join(f"{c:+.2f}" for c in paper) + " | "
                      + " | ".join(cells) + " |")
     return lines
-
-
-def shown(runs) -> str:
-    """'+1.23 [+0.10, +2.40], ...' for (difference, low, high) per seed run."""
-    return ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in runs)
 
 
 def seed_suffixes(rows: Dict[str, Dict]) -> List[str]:

@@ -272,12 +272,17 @@ def verdict(runs: Sequence[Tuple[float, float, float]]) -> str:
     if len(runs) < 2:
         return f"inconclusive (one seed: {runs[0][0]:+.2f} [{runs[0][1]:+.2f}, {runs[0][2]:+.2f}])" if runs \
             else "inconclusive (no seed)"
-    shown = ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in runs)
+    shown = shown_intervals(runs)
     if all(low > 0 for _, low, _ in runs):
         return f"B > A in every seed ({len(runs)}): {shown}"
     if all(high < 0 for _, _, high in runs):
         return f"B < A in every seed ({len(runs)}): {shown}"
     return f"inconclusive ({shown})"
+
+
+def shown_intervals(runs: Sequence[Tuple[float, float, float]]) -> str:
+    """'+1.23 [+0.10, +2.40], ...' for (difference, low, high) per seed run."""
+    return ", ".join(f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" for d, lo, hi in runs)
 
 
 def against_paper(paper_change: float, runs: Sequence[Tuple[float, float, float]]) -> str:
