@@ -568,21 +568,29 @@ def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
     assert train_facts(log)["epochs"] is None
 
 
+def scored_compare_run(work: Path, f1s: dict, tabulated=("a", "b")) -> Path:
+    """A compare.py work folder of systems decoded with ``beam`` whose per-document scores are cached: every
+    document of system NAME scores f1s[NAME]; results.json lists the systems ``tabulated``."""
+    for folder in ("logs", "outputs", "data", "models/a"):
+        (work / folder).mkdir(parents=True)
+    (work / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
+    (work / "models" / "a" / "checkpoint_best.pt").write_bytes(b"weights")
+    (work / "results.md").write_text("# t\n\n| table |\n")
+    (work / "results.json").write_text(json.dumps({"rows": [{"system": name, "decode": "beam"} for name in tabulated],
+                                                   "trained": {}}))
+    for name, f1 in f1s.items():
+        (work / "outputs" / f"{name}.beam.txt").write_text("x\ny\n")
+        (work / "logs" / f"rouge_{name}.beam.per_doc.tsv").write_text(
+            "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
+    return work
+
+
 def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_unknown_system(tmp_path, capsys):
     """paired_bootstraps.py on a work folder whose per-document scores are cached: B - A with its interval and the
     rule's one-seed verdict per score; a pair naming a system the folder lacks stops with its path."""
     import paired_bootstraps
 
-    for folder in ("logs", "outputs", "data"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
-    (tmp_path / "results.md").write_text("# t\n\n| table |\n")
-    rows = [{"system": name, "decode": "beam"} for name in ("a", "b", "c")]
-    (tmp_path / "results.json").write_text(json.dumps({"rows": rows[:2], "trained": {}}))
-    for name, f1 in (("a", 0.2), ("b", 0.3), ("c", 0.1)):
-        (tmp_path / "outputs" / f"{name}.beam.txt").write_text("x\ny\n")
-        (tmp_path / "logs" / f"rouge_{name}.beam.per_doc.tsv").write_text(
-            "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
+    scored_compare_run(tmp_path, {"a": 0.2, "b": 0.3, "c": 0.1})
     paired_bootstraps.main([str(tmp_path), "--pair", "b=a", "--table"])
     out = capsys.readouterr().out
     assert out.startswith("# t\n") and "per seed (1): 1 intervals of 3 scores each (3 in all)" in out
@@ -593,3 +601,36 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
         paired_bootstraps.main([str(tmp_path), "--pair", "c=a"])  # outputs of a system its table does not list
     with pytest.raises(SystemExit):
         paired_bootstraps.main([str(tmp_path), "--pair", "nonsense"])
+
+
+def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from_the_archives(tmp_path, capsys):
+    """--archive DIR packs each WORK's tables, summaries and per-document scores (no checkpoint, no data) into
+    DIR/NAME.tar.xz; given the archives, paired_bootstraps.py prints the same tables and intervals.  An archive
+    without a pair's per-document scores, and two WORK folders of one name, stop with a message."""
+    import tarfile
+
+    import paired_bootstraps
+
+    seeds = [scored_compare_run(tmp_path / "seed1", {"a": 0.2, "b": 0.3}),
+             scored_compare_run(tmp_path / "seed2", {"a": 0.2, "b": 0.25})]
+    paired_bootstraps.main([*map(str, seeds), "--pair", "b=a", "--table", "--archive", str(tmp_path / "kept")])
+    from_folders = capsys.readouterr().out
+    archives = [tmp_path / "kept" / "seed1.tar.xz", tmp_path / "kept" / "seed2.tar.xz"]
+    with tarfile.open(archives[0]) as packed:
+        members = set(packed.getnames())
+    assert "logs/rouge_b.beam.per_doc.tsv" in members and "results.md" in members and "outputs/a.beam.txt" in members
+    assert not any(name.startswith(("data", "models/a/checkpoint")) for name in members)
+    paired_bootstraps.main([*map(str, archives), "--pair", "b=a", "--table"])
+    from_archives = capsys.readouterr().out
+    assert "B > A in every seed (2): +10.00 [+10.00, +10.00], +5.00 [+5.00, +5.00]" in from_archives
+    command_line = "Written by `python scripts/experiments/paired_bootstraps.py "
+    assert [line for line in from_folders.splitlines() if not line.startswith(command_line)] == \
+        [line for line in from_archives.splitlines() if not line.startswith(command_line)]
+
+    (tmp_path / "seed1" / "logs" / "rouge_b.beam.per_doc.tsv").unlink()
+    paired_bootstraps.archive(paired_bootstraps.archive_targets([tmp_path / "seed1"], tmp_path / "bare"))
+    with pytest.raises(SystemExit, match=r"b\.beam: its per-document scores are not in the archive seed1\.tar\.xz"):
+        paired_bootstraps.main([str(tmp_path / "bare" / "seed1.tar.xz"), "--pair", "b=a"])
+    twin = scored_compare_run(tmp_path / "other" / "seed1", {"a": 0.2, "b": 0.3})
+    with pytest.raises(SystemExit, match="folders of different names"):
+        paired_bootstraps.main([str(seeds[0]), str(twin), "--pair", "b=a", "--archive", str(tmp_path / "twins")])

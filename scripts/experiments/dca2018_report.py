@@ -41,7 +41,6 @@ import json
 import shlex
 import statistics
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -49,9 +48,9 @@ from typing import Dict, List, Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, provenance, training_code  # noqa: E402
-from lib import (ROOT, ROUGE_ROW, Experiment, against_paper, baseline_flags, option_groups,  # noqa: E402
-                 paired_intervals, per_doc_rouge, read_lines, repetition, sentences, shown_intervals,
-                 train_facts, verdict, work_language)
+from lib import (ARCHIVE_SUFFIX, ROOT, ROUGE_ROW, RUN_FILES, Experiment, against_paper,  # noqa: E402
+                 baseline_flags, option_groups, pack, paired_intervals, per_doc_rouge, read_lines, repetition,
+                 sentences, shown_intervals, train_facts, unpack, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -149,17 +148,9 @@ def output_name(row: Dict) -> str:
     return f"{row['system']}.{row['decode']}" if row["decode"] else "lead"
 
 
-ARCHIVED = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", "logs/rouge_*.out",
-            "logs/rouge_*.per_doc.tsv", "models/*/train_seconds", "models/*/valid_stats.json",
-            "models/*/test_stats.json", "models/*/training.json")
-
-
-ARCHIVE_SUFFIX = ".tar.xz"
-
-
 def archive(work: Path, dest: Path) -> List[str]:
     """Computes WORK's per-document scores and checkpoint statistics, then packs every file the report reads
-    (ARCHIVED) into DEST (a .tar.xz), under the paths they have in WORK.  Returns those paths."""
+    (lib.RUN_FILES) into DEST (a .tar.xz), under the paths they have in WORK.  Returns those paths."""
     if not dest.name.endswith(ARCHIVE_SUFFIX):
         raise SystemExit(f"dca2018_report: the archive must be a {ARCHIVE_SUFFIX} file, not {dest}")
     run = Run(work)
@@ -167,22 +158,14 @@ def archive(work: Path, dest: Path) -> List[str]:
         run.per_doc(output_name(row))
     for label in run.trained:
         run.test_stats(label)
-    members = [path for pattern in ARCHIVED for path in sorted(run.work.glob(pattern))]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(dest, "w:xz") as packed:
-        for path in members:
-            packed.add(path, arcname=str(path.relative_to(run.work)))
-    return [str(path.relative_to(run.work)) for path in members]
+    return pack(run.work, RUN_FILES, dest)
 
 
 def open_run(path: Path, unpacked: Path) -> Run:
     """A work folder, or an archive of one unpacked under ``unpacked``."""
     if not path.name.endswith(ARCHIVE_SUFFIX):
         return Run(path)
-    folder = unpacked / path.name[:-len(ARCHIVE_SUFFIX)]
-    with tarfile.open(path, "r:xz") as packed:
-        packed.extractall(folder, filter="data")
-    return Run(folder, name=str(path))
+    return Run(unpack(path, unpacked), name=str(path))
 
 
 def declared_options(declared: Dict, label: str) -> Optional[List[str]]:

@@ -13,6 +13,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -167,6 +168,38 @@ def paired_intervals(per_doc_a: Path, per_doc_b: Path, resamples: int = 10000) -
     test documents (seed 1)."""
     delta, low, high, _ = paired_bootstrap(read_per_doc(per_doc_a), read_per_doc(per_doc_b), resamples, 1)
     return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
+
+
+# ----------------------------------------------------------------------------------------------- archives
+ARCHIVE_SUFFIX = ".tar.xz"
+# what a compare.py run's tables and intervals are made of, without checkpoints or data: its tables, summaries,
+# per-document scores, training logs and the statistics of its checkpoints
+RUN_FILES = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", "logs/rouge_*.out",
+             "logs/rouge_*.per_doc.tsv", "models/*/train_seconds", "models/*/valid_stats.json",
+             "models/*/test_stats.json", "models/*/training.json")
+
+
+def pack(work: Path, patterns: Sequence[str], dest: Path) -> List[str]:
+    """Packs the files of WORK that match ``patterns`` (globs, in their order) into DEST, a .tar.xz, under their
+    paths in WORK; returns those paths."""
+    if not dest.name.endswith(ARCHIVE_SUFFIX):
+        raise SystemExit(f"the archive must be a {ARCHIVE_SUFFIX} file, not {dest}")
+    members = list(dict.fromkeys(str(path.relative_to(work)) for pattern in patterns
+                                 for path in sorted(work.glob(pattern)) if path.is_file()))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:xz") as packed:
+        for member in members:
+            packed.add(work / member, arcname=member)
+    return members
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    """Unpacks ARCHIVE (what ``pack`` wrote) into INTO/NAME, NAME being its file name without .tar.xz; returns
+    that folder."""
+    folder = into / archive.name[:-len(ARCHIVE_SUFFIX)]
+    with tarfile.open(archive, "r:xz") as packed:
+        packed.extractall(folder, filter="data")
+    return folder
 
 
 # ----------------------------------------------------------------------------------------------- project steps

@@ -3,7 +3,7 @@
 each comparison's verdict over the seeds by the project's rule (lib.verdict), as a markdown section.
 
     python scripts/experiments/paired_bootstraps.py WORK [WORK ...] --pair B=A [--pair B=A ...]
-                                                     [--decode beam ...] [--table] [--out FILE]
+                                                     [--decode beam ...] [--table] [--out FILE] [--archive DIR]
 
 For every pair, decoding and folder: official ROUGE-1.5.5's per-document F1 of WORK/outputs/B.DECODE.txt and
 A.DECODE.txt against the test references (``summ-rouge --per-doc``, cached in WORK/logs/), B - A in ROUGE points
@@ -11,15 +11,21 @@ with its 95 % interval over 10,000 paired resamples of the test documents (fairs
 seed 1).  A direction holds only when every folder (two or more) shows it with an interval that excludes zero;
 one folder gives "inconclusive (one seed)".  The section says how many intervals it prints.  ``--table`` puts each
 WORK/results.md (compare.py's tables) before the section.
+
+``--archive DIR`` then packs what the section and the tables are made of (lib.RUN_FILES: no checkpoints, no data)
+into DIR/NAME.tar.xz for each WORK folder NAME.  A WORK may be such an archive: it is read as its folder was, so a
+table and its intervals can be rebuilt after the machine that trained it is gone.
 """
 import argparse
 import json
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import Experiment, paired_intervals, per_doc_rouge, verdict, work_language  # noqa: E402
+from lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, pack, paired_intervals, per_doc_rouge,  # noqa: E402
+                 unpack, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -39,6 +45,8 @@ def per_doc(exp: Experiment, name: str, lang: str) -> Path:
     hyps = exp.work / "outputs" / f"{name}.txt"
     if name not in tabulated(exp) or not hyps.is_file():
         exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or {hyps} is missing")
+    if lang is None and not (exp.logs / f"rouge_{name}.per_doc.tsv").is_file():
+        exp.fail(f"{name}: its per-document scores are not in the archive {exp.work.name}{ARCHIVE_SUFFIX}")
     return per_doc_rouge(exp, name, lang)
 
 
@@ -56,7 +64,8 @@ def section(exps, pairs, decodes, command: str) -> str:
              "their number. A direction holds only when every seed, two or more, shows it with an interval that "
              "excludes zero; otherwise inconclusive.", "",
              "| B | A | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
-    langs = [work_language(exp.work) for exp in exps]  # each folder's corpus, read once
+    # each folder's corpus, read once; an archive keeps no data, only per-document scores already computed
+    langs = [work_language(exp.work) if (exp.work / "data").is_dir() else None for exp in exps]
     for decode in decodes:
         for b, a in pairs:
             runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", lang) for exp, lang in zip(exps, langs)]
@@ -72,6 +81,29 @@ def parse_pair(text: str):
     return b, a
 
 
+def opened(works, unpacked: Path) -> list:
+    """An Experiment per WORK: the folder itself, or an archive unpacked under ``unpacked``."""
+    folders = [unpack(work, unpacked / str(place)) if work.name.endswith(ARCHIVE_SUFFIX) else work
+               for place, work in enumerate(works)]
+    return [Experiment("paired_bootstraps", folder) for folder in folders]
+
+
+def archive_targets(works, dest: Path) -> list:
+    """(WORK folder, DEST/NAME.tar.xz) for each WORK that is a folder (NAME: its name); names must differ."""
+    folders = [work.resolve() for work in works if not work.name.endswith(ARCHIVE_SUFFIX)]
+    names = [folder.name for folder in folders]
+    if len(set(names)) < len(names):
+        sys.exit(f"paired_bootstraps: --archive needs WORK folders of different names, not {names}")
+    return [(folder, dest / f"{name}{ARCHIVE_SUFFIX}") for folder, name in zip(folders, names)]
+
+
+def archive(targets) -> None:
+    """Packs each folder's RUN_FILES into its archive (``archive_targets``)."""
+    for folder, dest in targets:
+        members = pack(folder, RUN_FILES, dest)
+        print(f"paired_bootstraps: {len(members)} files of {folder} packed into {dest}", file=sys.stderr)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("work", type=Path, nargs="+", help="compare.py work folders, one per seed")
@@ -79,14 +111,18 @@ def main(argv=None):
     parser.add_argument("--decode", action="append", help="decoding labels (default: beam)")
     parser.add_argument("--table", action="store_true", help="WORK/results.md first")
     parser.add_argument("--out", type=Path, help="write here as well as to stdout")
+    parser.add_argument("--archive", type=Path, metavar="DIR", help="pack each WORK folder into DIR/NAME.tar.xz")
     args = parser.parse_args(argv)
-    exps = [Experiment("paired_bootstraps", work) for work in args.work]
     command = "python scripts/experiments/paired_bootstraps.py " + " ".join(
         shlex.quote(str(a)) for a in (argv if argv is not None else sys.argv[1:]))
-    text = section(exps, args.pair, args.decode or ["beam"], command)
-    if args.table:
-        tables = [(work / "results.md").read_text(encoding="utf-8").rstrip("\n") for work in args.work]
-        text = "\n\n".join(tables) + "\n\n" + text
+    targets = archive_targets(args.work, args.archive) if args.archive else []
+    with tempfile.TemporaryDirectory() as unpacked:
+        exps = opened(args.work, Path(unpacked))
+        text = section(exps, args.pair, args.decode or ["beam"], command)
+        if args.table:
+            tables = [(exp.work / "results.md").read_text(encoding="utf-8").rstrip("\n") for exp in exps]
+            text = "\n\n".join(tables) + "\n\n" + text
+    archive(targets)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     print(text, end="")

@@ -50,7 +50,6 @@ import json
 import re
 import shlex
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -59,7 +58,7 @@ import compare  # noqa: E402
 import paper_scale  # noqa: E402
 import slurm_launcher  # noqa: E402
 from corpora import lcsts_raw  # noqa: E402
-from lib import (ROOT, Experiment, lead, paired_intervals, per_doc_rouge, read_lines, train_facts,  # noqa: E402
+from lib import (ROOT, Experiment, lead, pack, paired_intervals, per_doc_rouge, read_lines, train_facts,  # noqa: E402
                  verdict, write_lines)
 from records import provenance, sha256, train_or_reuse, training_record  # noqa: E402
 
@@ -235,12 +234,7 @@ def write_table(exp: Experiment, results: list, seeds: list, budget: str, thread
 
 def archive(work: Path, dest: Path) -> list:
     """Packs the files of ARCHIVED in WORK into DEST (a .tar.xz) under their paths in WORK; returns those paths."""
-    members = sorted({str(path.relative_to(work)) for pattern in ARCHIVED for path in work.glob(pattern)})
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(dest, "w:xz") as packed:
-        for member in members:
-            packed.add(work / member, arcname=member)
-    return members
+    return pack(work, ARCHIVED, dest)
 
 
 def plot_curves(work: Path, results: list):
