@@ -605,8 +605,9 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
 
 def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from_the_archives(tmp_path, capsys):
     """--archive DIR packs each WORK's tables, summaries and per-document scores (no checkpoint, no data) into
-    DIR/NAME.tar.xz; given the archives, paired_bootstraps.py prints the same tables and intervals.  An archive
-    without a pair's per-document scores, and two WORK folders of one name, stop with a message."""
+    DIR/NAME.tar.xz (folders of one name are told apart by the folders above them); given the archives,
+    paired_bootstraps.py prints the same tables and intervals.  An archive without a pair's per-document scores,
+    and a folder given twice, stop with a message."""
     import tarfile
 
     import paired_bootstraps
@@ -632,5 +633,8 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
     with pytest.raises(SystemExit, match=r"b\.beam: its per-document scores are not in the archive seed1\.tar\.xz"):
         paired_bootstraps.main([str(tmp_path / "bare" / "seed1.tar.xz"), "--pair", "b=a"])
     twin = scored_compare_run(tmp_path / "other" / "seed1", {"a": 0.2, "b": 0.3})
-    with pytest.raises(SystemExit, match="folders of different names"):
-        paired_bootstraps.main([str(seeds[0]), str(twin), "--pair", "b=a", "--archive", str(tmp_path / "twins")])
+    targets = paired_bootstraps.archive_targets([seeds[1], twin, seeds[1].parent / "seed1"], tmp_path / "kept")
+    assert [dest.name for _, dest in targets] == ["seed2.tar.xz", "other_seed1.tar.xz",
+                                                 f"{tmp_path.name}_seed1.tar.xz"]
+    with pytest.raises(SystemExit, match="a folder is given twice"):
+        paired_bootstraps.main([str(twin), str(twin), "--pair", "b=a", "--archive", str(tmp_path / "twins")])

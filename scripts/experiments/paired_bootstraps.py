@@ -13,8 +13,9 @@ one folder gives "inconclusive (one seed)".  The section says how many intervals
 WORK/results.md (compare.py's tables) before the section.
 
 ``--archive DIR`` then packs what the section and the tables are made of (lib.RUN_FILES: no checkpoints, no data)
-into DIR/NAME.tar.xz for each WORK folder NAME.  A WORK may be such an archive: it is read as its folder was, so a
-table and its intervals can be rebuilt after the machine that trained it is gone.
+into DIR/NAME.tar.xz for each WORK folder NAME (with the folders above it where two names are alike: seed1_main).
+A WORK may be such an archive: it is read as its folder was, so a table and its intervals can be rebuilt after the
+machine that trained it is gone.
 """
 import argparse
 import json
@@ -89,12 +90,24 @@ def opened(works, unpacked: Path) -> list:
 
 
 def archive_targets(works, dest: Path) -> list:
-    """(WORK folder, DEST/NAME.tar.xz) for each WORK that is a folder (NAME: its name); names must differ."""
+    """(WORK folder, DEST/NAME.tar.xz) for each WORK that is a folder.  NAME is the folder's name, or where two
+    names are alike the last parts of their paths joined by "_" (runs/seed1/main: seed1_main), as few as tell
+    them apart."""
     folders = [work.resolve() for work in works if not work.name.endswith(ARCHIVE_SUFFIX)]
-    names = [folder.name for folder in folders]
+    if len(set(folders)) < len(folders):
+        sys.exit("paired_bootstraps: --archive packs each WORK folder once; a folder is given twice")
+    names = [short_name(folder, [other for other in folders if other != folder]) for folder in folders]
     if len(set(names)) < len(names):
-        sys.exit(f"paired_bootstraps: --archive needs WORK folders of different names, not {names}")
+        sys.exit(f"paired_bootstraps: --archive would give two folders one name: {names}")
     return [(folder, dest / f"{name}{ARCHIVE_SUFFIX}") for folder, name in zip(folders, names)]
+
+
+def short_name(folder: Path, others) -> str:
+    """The fewest last parts of FOLDER's path that no other folder's path ends with, joined by "_"."""
+    parts = 1
+    while any(other.parts[-parts:] == folder.parts[-parts:] for other in others):
+        parts += 1
+    return "_".join(folder.parts[-parts:])
 
 
 def archive(targets) -> None:
