@@ -570,7 +570,7 @@ def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
 
 def scored_compare_run(work: Path, f1s: dict, tabulated=("a", "b")) -> Path:
     """A compare.py work folder of systems decoded with ``beam`` whose per-document scores are cached: every
-    document of system NAME scores f1s[NAME]; results.json lists the systems ``tabulated``."""
+    document of system NAME scores f1s[NAME]; results.json lists the systems ``tabulated`` (NAME or NAME_seedN)."""
     for folder in ("logs", "outputs", "data", "models/a"):
         (work / folder).mkdir(parents=True)
     (work / "data" / "prep.json").write_text('{"settings": {"lang": "zh"}}')
@@ -613,7 +613,7 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
     import paired_bootstraps
 
     seeds = [scored_compare_run(tmp_path / "seed1", {"a": 0.2, "b": 0.3}),
-             scored_compare_run(tmp_path / "seed2", {"a": 0.2, "b": 0.25})]
+             scored_compare_run(tmp_path / "seed2", {"a_seed2": 0.2, "b_seed2": 0.25}, ("a_seed2", "b_seed2"))]
     paired_bootstraps.main([*map(str, seeds), "--pair", "b=a", "--table", "--archive", str(tmp_path / "kept")])
     from_folders = capsys.readouterr().out
     archives = [tmp_path / "kept" / "seed1.tar.xz", tmp_path / "kept" / "seed2.tar.xz"]

@@ -50,7 +50,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from records import code_record, provenance, training_code  # noqa: E402
 from lib import (ARCHIVE_SUFFIX, ROOT, ROUGE_ROW, RUN_FILES, Experiment, against_paper,  # noqa: E402
                  baseline_flags, option_groups, pack, paired_intervals, per_doc_rouge, read_lines, repetition,
-                 sentences, shown_intervals, train_facts, unpack, verdict, work_language)
+                 sentences, shown_intervals, split_seed, train_facts, unpack, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -64,12 +64,6 @@ def repeated_sentences(summaries: Sequence[str], distance: int) -> float:
         candidates += len(pairs)
         repeats += sum(a == b for a, b in pairs)
     return 100.0 * repeats / max(candidates, 1)
-
-
-def split_seed(label: str):
-    """'2:single_sem_seed2' -> ('2:single_sem', '_seed2'); a label without a seed -> (label, '')."""
-    head, sep, tail = label.rpartition("_seed")
-    return (head, sep + tail) if sep and tail.isdigit() else (label, "")
 
 
 class Run:

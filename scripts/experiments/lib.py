@@ -203,6 +203,13 @@ def unpack(archive: Path, into: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------- project steps
+def split_seed(label: str) -> Tuple[str, str]:
+    """A system label and its seed suffix, as the experiment scripts label a seed other than the configs':
+    '2:single_sem_seed2' -> ('2:single_sem', '_seed2'); a label without a seed -> (label, '')."""
+    head, sep, tail = label.rpartition("_seed")
+    return (head, sep + tail) if sep and tail.isdigit() else (label, "")
+
+
 def is_number(word: str) -> bool:
     try:
         float(word)

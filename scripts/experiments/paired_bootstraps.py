@@ -9,7 +9,8 @@ For every pair, decoding and folder: official ROUGE-1.5.5's per-document F1 of W
 A.DECODE.txt against the test references (``summ-rouge --per-doc``, cached in WORK/logs/), B - A in ROUGE points
 with its 95 % interval over 10,000 paired resamples of the test documents (fairseq_plugins/scoring/significance.py,
 seed 1).  A direction holds only when every folder (two or more) shows it with an interval that excludes zero;
-one folder gives "inconclusive (one seed)".  The section says how many intervals it prints.  ``--table`` puts each
+one folder gives "inconclusive (one seed)".  The section says how many intervals it prints.  Pairs name systems
+without their seed suffix (``full``, also in a folder whose system is ``full_seed2``).  ``--table`` puts each
 WORK/results.md (compare.py's tables) before the section.
 
 ``--archive DIR`` then packs what the section and the tables are made of (lib.RUN_FILES: no checkpoints, no data)
@@ -26,29 +27,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, pack, paired_intervals, per_doc_rouge,  # noqa: E402
-                 unpack, verdict, work_language)
+                 split_seed, unpack, verdict, work_language)
 
 RESAMPLES = 10000
 
 
-def tabulated(exp: Experiment) -> set:
-    """SYSTEM.DECODE of every row of WORK/results.json: the systems compare.py's printed table vouches for."""
+def tabulated(exp: Experiment) -> dict:
+    """SYSTEM.DECODE -> the name of its summaries, for every row of WORK/results.json (the systems compare.py's
+    printed table vouches for).  SYSTEM drops the seed suffix of a system labelled LABEL_seedN, so the folders
+    of several seeds name their systems alike."""
     results = exp.work / "results.json"
     if not results.is_file():
         exp.fail(f"{results} not found: {exp.work} is not a finished compare.py run")
     rows = json.loads(results.read_text(encoding="utf-8"))["rows"]
-    return {f"{row['system']}.{row['decode']}" for row in rows if row.get("decode")}
+    return {f"{split_seed(row['system'])[0]}.{row['decode']}": f"{row['system']}.{row['decode']}"
+            for row in rows if row.get("decode")}
 
 
 def per_doc(exp: Experiment, name: str, lang: str) -> Path:
-    """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of outputs/NAME.txt, for a system
-    and decoding of the folder's table only."""
-    hyps = exp.work / "outputs" / f"{name}.txt"
-    if name not in tabulated(exp) or not hyps.is_file():
-        exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or {hyps} is missing")
-    if lang is None and not (exp.logs / f"rouge_{name}.per_doc.tsv").is_file():
-        exp.fail(f"{name}: its per-document scores are not in the archive {exp.work.name}{ARCHIVE_SUFFIX}")
-    return per_doc_rouge(exp, name, lang)
+    """WORK/logs/rouge_NAME.per_doc.tsv: official ROUGE-1.5.5 per-document F1 of the summaries of NAME
+    (SYSTEM.DECODE, ``tabulated``), for a system and decoding of the folder's table only."""
+    kept = tabulated(exp).get(name)
+    if kept is None or not (exp.work / "outputs" / f"{kept}.txt").is_file():
+        exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or its summaries "
+                 f"outputs/{kept or name}.txt are missing")
+    if lang is None and not (exp.logs / f"rouge_{kept}.per_doc.tsv").is_file():
+        exp.fail(f"{kept}: its per-document scores are not in the archive {exp.work.name}{ARCHIVE_SUFFIX}")
+    return per_doc_rouge(exp, kept, lang)
 
 
 def intervals(exp: Experiment, a: str, b: str, lang: str):
