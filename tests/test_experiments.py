@@ -638,3 +638,26 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
                                                  f"{tmp_path.name}_seed1.tar.xz"]
     with pytest.raises(SystemExit, match="a folder is given twice"):
         paired_bootstraps.main([str(twin), str(twin), "--pair", "b=a", "--archive", str(tmp_path / "twins")])
+
+
+def test_the_committed_lcsts_table_is_what_its_archives_give(capsys):
+    """docs/results/lcsts_paulus_and_rl.md, rebuilt by the command its paired section names, from the archives
+    kept beside it in place of the two work folders: the same tables and the same intervals."""
+    import shlex
+
+    import paired_bootstraps
+
+    results = ROOT / "docs" / "results"
+    committed = (results / "lcsts_paulus_and_rl.md").read_text(encoding="utf-8")
+    written_by = next(line for line in committed.splitlines() if line.startswith("Written by `"))
+    argv = shlex.split(written_by[len("Written by `"):-2])[2:]  # after "python scripts/.../paired_bootstraps.py"
+    folders = [arg for arg in argv if not arg.startswith("-")][:2]
+    assert len(folders) == 2 and "--out" in argv
+    out = argv.index("--out")
+    argv = argv[:out] + argv[out + 2:]  # printed, not written over
+    archives = [results / "lcsts_paulus_and_rl" / name for name in ("run.tar.xz", "run_seed2.tar.xz")]
+    paired_bootstraps.main([str(archives[0]), str(archives[1])] + [arg for arg in argv if arg not in folders])
+    rebuilt = capsys.readouterr().out
+    assert "| ml_rl | ml_more | beam |" in rebuilt
+    assert [line for line in rebuilt.splitlines() if not line.startswith("Written by")] == \
+        [line for line in committed.splitlines() if not line.startswith("Written by")]
