@@ -52,7 +52,8 @@ def per_doc(exp: Experiment, name: str, lang: str) -> Path:
         exp.fail(f"{name}: not a system and decoding of {exp.work}'s table (results.json), or its summaries "
                  f"outputs/{kept or name}.txt are missing")
     if lang is None and not (exp.logs / f"rouge_{kept}.per_doc.tsv").is_file():
-        exp.fail(f"{kept}: its per-document scores are not in the archive {exp.work.name}{ARCHIVE_SUFFIX}")
+        exp.fail(f"{kept}: its per-document scores are not in {exp.work.name}, which keeps no data/ to compute "
+                 "them (an archive keeps the scores computed before it was packed)")
     return per_doc_rouge(exp, kept, lang)
 
 
