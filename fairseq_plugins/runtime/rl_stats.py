@@ -17,8 +17,8 @@ One JSON line per checkpoint:
   greedy_at_limit, sample_at_limit  share of summaries cut at the length limit (no ``</s>``),
 with the rewards of the criterion (``--reward``: ROUGE F1 on token ids against the references, each summary one
 sentence; scoring/rouge_reward.py).  Compared before and after RL fine-tuning it tells whether the policy
-gradient improved the greedy decode or only the samples: docs/results/dca2018_cnndm.md has a run whose samples
-improved while its greedy summaries ran to the length limit.  The figures equal the ``reward_greedy``,
+gradient improved the greedy decode or only the samples: docs/results/dca2018_cnndm_first_run.md has a run whose
+samples improved while its greedy summaries ran to the length limit.  The figures equal the ``reward_greedy``,
 ``reward_sample``, ``greedy_len`` and ``sample_len`` fairseq logs when it validates a self-critical run on the
 same split (tests/test_self_critical_rouge.py).
 """
