@@ -27,7 +27,6 @@ no data); ``--report`` rebuilds the report from a work folder or such an archive
 import argparse
 import json
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -35,8 +34,8 @@ from pathlib import Path
 from typing import Dict
 
 from corpora import aclsum_raw, csl_raw
-from lib import (ARCHIVE_SUFFIX, ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines,
-                 unpack, write_lines)
+from lib import (ARCHIVE_SUFFIX, ROOT, Experiment, invocation, lead, official_rouge, pack, paired_intervals,
+                 read_lines, unpack, write_lines)
 from records import provenance, train_or_reuse, training_record
 
 CORPORA = {"aclsum": ("scitldr_small", "en"), "csl": ("lcsts_char", "zh")}
@@ -223,9 +222,7 @@ def main(argv=None) -> None:
         text = rebuilt(args.report)
     else:
         exp = Experiment("checkpoint_choice", args.work)
-        command = "python scripts/experiments/checkpoint_choice.py " + " ".join(
-            shlex.quote(str(a)) for a in (argv if argv is not None else sys.argv[1:]))
-        results = measured(exp, args, command.strip())
+        results = measured(exp, args, invocation("checkpoint_choice.py", argv))
         (exp.work / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         text = report(results, exp.work)
         if args.archive:

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,13 @@ class Experiment:
         if status != 0:
             self.fail(f"failed ({status}): {cmd[0]}\n" + log_tail(log_file))
         return seconds
+
+
+def invocation(script: str, argv: Optional[Sequence[str]] = None) -> str:
+    """The command line that ran scripts/experiments/SCRIPT with ARGV (default: this process's arguments), quoted
+    as a shell takes it: what a results file prints as the command that made it."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", f"scripts/experiments/{script}", *(shlex.quote(str(arg)) for arg in args)])
 
 
 def run_logged(cmd: Sequence, log_file: Path, env: Optional[dict] = None, append: bool = False,

@@ -20,14 +20,13 @@ machine that trained it is gone.
 """
 import argparse
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, pack, paired_intervals, per_doc_rouge,  # noqa: E402
-                 split_seed, unpack, verdict, work_language)
+from lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, invocation, pack, paired_intervals,  # noqa: E402
+                 per_doc_rouge, split_seed, unpack, verdict, work_language)
 
 RESAMPLES = 10000
 
@@ -132,8 +131,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, help="write here as well as to stdout")
     parser.add_argument("--archive", type=Path, metavar="DIR", help="pack each WORK folder into DIR/NAME.tar.xz")
     args = parser.parse_args(argv)
-    command = "python scripts/experiments/paired_bootstraps.py " + " ".join(
-        shlex.quote(str(a)) for a in (argv if argv is not None else sys.argv[1:]))
+    command = invocation("paired_bootstraps.py", argv)
     targets = archive_targets(args.work, args.archive) if args.archive else []
     with tempfile.TemporaryDirectory() as unpacked:
         exps = opened(args.work, Path(unpacked))
