@@ -5,7 +5,10 @@
 #          and a beam search's GPU time goes (profile_step.py --profile), for pgn_lstm, pgn_lstm with
 #          --no-fused-steps and fairseq's lstm, and for the code in BASELINE_TREE when it exists (default
 #          runs/baseline_tree: an older checkout's fairseq_plugins/ and scripts/, the "before" of a change);
-#          then throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch
+#          throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch comes
+#          second (its rows at 4000: THROUGHPUT_MODELS, comma-separated), so a short time limit still gives it
+#   host   where fairseq-train's host time goes on the GPU (train_host_profile.py: pgn_lstm under cProfile at
+#          4000 and 64000 tokens per batch; the callers of every synchronising method)
 #   tier   the GPU test tier (every architecture x criterion x precision on CUDA, the RL fine-tune through
 #          train.sh in each precision, CPU/GPU decode agreement, the hub and summ-serve on CUDA)
 #   copy   the quickstart's 600 updates in fp32 and --fp16, no validation, the last checkpoint decoded: are OOV
@@ -17,14 +20,15 @@
 #
 # On the offline GPU machine of ../shared/gpu/README.md: `bash .gpu/setup.sh && bash scripts/bench/gpu_check.sh`.
 # OUT_DIR receives summary.md (the report) and gpu_check.tgz (logs, JUnit file, per-case losses, tables).  Each
-# part runs under its own time limit (SPEED_SECONDS 300, TIER_SECONDS 330, COPY_SECONDS 230, PAPER_SECONDS 150),
+# part runs under its own time limit (SPEED_SECONDS 300, HOST_SECONDS 90, TIER_SECONDS 330, COPY_SECONDS 230,
+# PAPER_SECONDS 150; TIER_ARGS: more pytest options for the tier),
 # so a slow machine still returns what finished.  Exit status: the test tier's (0 when it did not run).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT_DIR="${1:-${OUT:-$ROOT/runs/gpu_check}}"
 shift || true
 PARTS=("$@")
-[[ ${#PARTS[@]} -eq 0 ]] && PARTS=(speed tier copy paper)
+[[ ${#PARTS[@]} -eq 0 ]] && PARTS=(speed host tier copy paper)
 WORK="$(mktemp -d)"
 mkdir -p "$OUT_DIR"
 cd "$ROOT"
@@ -43,23 +47,10 @@ speed() {
 from pathlib import Path; from throughput_runners import prepare_lcsts
 prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/prepare.log" 2>&1
     "$PY" "${ops[@]}" --json "$WORK/speed/ops_4000.json" > "$WORK/speed/ops_4000.md" 2> "$WORK/speed/ops_4000.log"
-    "$PY" "${ops[@]}" --models pgn_lstm --passes beam --fairseq-beam-search \
-        --json "$WORK/speed/ops_fairseq_search.json" > "$WORK/speed/ops_fairseq_search.md" \
-        2> "$WORK/speed/ops_fairseq_search.log"
-    "$PY" "${ops[@]}" --models pgn_lstm_foreach_adam --passes update --json "$WORK/speed/ops_foreach_adam.json" \
-        > "$WORK/speed/ops_foreach_adam.md" 2> "$WORK/speed/ops_foreach_adam.log"
-    "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
-        > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
-    "$PY" scripts/bench/profile_step.py --device cuda --data-bin "$BENCH_BIN" --models pgn_lstm,lstm --batches 5 \
-        --rounds 1 --decode-sentences 32 --profile > "$WORK/speed/profile_4000.txt" 2> "$WORK/speed/profile_4000.log"
-    if [[ -d "$BASELINE_TREE/fairseq_plugins" ]]; then
-        PYTHONPATH="$BASELINE_TREE" "$PY" "$BASELINE_TREE/${ops[0]}" "${ops[@]:1}" --models pgn_lstm,lstm \
-            --json "$WORK/speed/baseline_ops_4000.json" > "$WORK/speed/baseline_ops_4000.md" \
-            2> "$WORK/speed/baseline_ops_4000.log"
-    fi
     local tp=(scripts/bench/throughput.py --device cuda --data-bin "$BENCH_BIN" --updates 120 --decode-sentences 400
               --lengths fixed --block-ngram-repeat 0)
-    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_modules,pgn_lstm_fairseq_search,pgn_lstm_foreach_adam,lstm \
+    local rows=${THROUGHPUT_MODELS:-pgn_lstm,pgn_lstm_modules,pgn_lstm_fairseq_search,pgn_lstm_foreach_adam,lstm}
+    "$PY" "${tp[@]}" --models "$rows" \
         --work "$WORK/speed/tp4000" \
         --json "$WORK/speed/throughput_4000.json" > "$WORK/speed/throughput_4000.txt" \
         2> "$WORK/speed/throughput_4000.log"
@@ -67,12 +58,38 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
         --work "$WORK/speed/tp64000" \
         --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" \
         2> "$WORK/speed/throughput_64000.log"
+    "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
+        > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
+    "$PY" "${ops[@]}" --models pgn_lstm --passes beam --fairseq-beam-search \
+        --json "$WORK/speed/ops_fairseq_search.json" > "$WORK/speed/ops_fairseq_search.md" \
+        2> "$WORK/speed/ops_fairseq_search.log"
+    "$PY" "${ops[@]}" --models pgn_lstm_foreach_adam --passes update --json "$WORK/speed/ops_foreach_adam.json" \
+        > "$WORK/speed/ops_foreach_adam.md" 2> "$WORK/speed/ops_foreach_adam.log"
+    "$PY" scripts/bench/profile_step.py --device cuda --data-bin "$BENCH_BIN" --models pgn_lstm,lstm --batches 5 \
+        --rounds 1 --decode-sentences 32 --profile > "$WORK/speed/profile_4000.txt" 2> "$WORK/speed/profile_4000.log"
+    if [[ -d "$BASELINE_TREE/fairseq_plugins" ]]; then
+        PYTHONPATH="$BASELINE_TREE" "$PY" "$BASELINE_TREE/${ops[0]}" "${ops[@]:1}" --models pgn_lstm,lstm \
+            --json "$WORK/speed/baseline_ops_4000.json" > "$WORK/speed/baseline_ops_4000.md" \
+            2> "$WORK/speed/baseline_ops_4000.log"
+    fi
     rm -rf "$WORK"/speed/tp*/models "$WORK"/speed/tp*/decode_subset
 }
 
+host() {
+    local tokens updates
+    for tokens in 4000 64000; do
+        updates=$(( tokens == 4000 ? 60 : 30 ))
+        "$PY" scripts/bench/train_host_profile.py --device cuda --data-bin "$BENCH_BIN" --max-tokens "$tokens" \
+            --updates "$updates" --stats "$WORK/host/host_$tokens.pstats" > "$WORK/speed/host_$tokens.txt" \
+            2> "$WORK/host/host_$tokens.log"
+    done
+}
+
 tier() {
+    local more=()
+    read -r -a more <<< "${TIER_ARGS:-}"  # more pytest options, e.g. "-n 4" where pytest-xdist is installed
     SUMM_CUDA_REPORT="$WORK/cases.jsonl" timeout "${TIER_SECONDS:-330}" bash scripts/test.sh --gpu \
-        --junitxml="$WORK/cuda-tests.xml" > "$WORK/cuda-tests.log" 2>&1
+        --junitxml="$WORK/cuda-tests.xml" "${more[@]}" > "$WORK/cuda-tests.log" 2>&1
 }
 
 copy_check() {
@@ -101,7 +118,7 @@ paper() {
     cp "${PAPER_WORK:-$ROOT/runs/see2017_table1_dry_run}/dry_run.md" "$WORK/paper/" 2>/dev/null
 }
 
-export -f speed tier copy_check paper
+export -f speed host tier copy_check paper
 export ROOT WORK PY BASELINE_TREE BENCH_BIN
 tier_status=0
 for part in "${PARTS[@]}"; do
@@ -109,10 +126,11 @@ for part in "${PARTS[@]}"; do
     mkdir -p "$WORK/$part"
     case $part in
         speed) timeout "${SPEED_SECONDS:-300}" bash -c speed ;;
+        host) mkdir -p "$WORK/speed"; timeout "${HOST_SECONDS:-90}" bash -c host ;;
         tier) bash -c tier; tier_status=$?; tail -n 3 "$WORK/cuda-tests.log" ;;
         copy) mkdir -p "$WORK/copy"; timeout "${COPY_SECONDS:-230}" bash -c copy_check; cat "$WORK/copy_check.tsv" ;;
         paper) timeout "${PAPER_SECONDS:-150}" bash -c paper; tail -n 12 "$WORK/paper/dry_run.md" 2>/dev/null ;;
-        *) echo "gpu_check: unknown part $part (speed, tier, copy, paper)" >&2; exit 2 ;;
+        *) echo "gpu_check: unknown part $part (speed, host, tier, copy, paper)" >&2; exit 2 ;;
     esac
 done
 
