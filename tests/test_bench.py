@@ -376,6 +376,13 @@ def test_new_rows_command_lines():
         assert "--path m/checkpoint_last.pt" in decode and "--min-len 40" in decode
 
 
+def test_training_loads_batches_in_a_worker_on_a_gpu_and_in_the_process_on_a_cpu():
+    for device, workers, cpu_flag in (("cpu", "0", True), ("cuda", "1", False)):
+        train = " ".join(map(str, runners.fairseq_train_command("pgn_lstm", bench_args(device=device), Path("bin"),
+                                                                Path("m"))))
+        assert f"--num-workers {workers} " in train + " " and ("--cpu" in train) == cpu_flag
+
+
 def test_row_selection_and_the_rl_call(tmp_path):
     assert throughput.parse_args([]).models == ["lstm", "pgn_lstm"]
     assert throughput.parse_args(["--all-models"]).models == [
@@ -619,4 +626,23 @@ def test_step_ops_finds_the_fused_decoder_step_cheaper(bench, bench_work):
                     "--max-tokens", "1500", "--steps", "500", "--passes", "training"], check=False)
     assert too_long.returncode != 0 and "--steps must be at most half of that" in too_long.stderr
     missing = run([sys.executable, "scripts/bench/step_ops.py", "--data-bin", bench_work / "nothing"], check=False)
+    assert missing.returncode != 0 and "no binarized data in" in missing.stderr
+
+
+@pytest.mark.slow
+def test_host_profile_covers_the_updates_after_the_warm_up(bench, bench_work):
+    """train_host_profile.py on the tiny LCSTS data, on the CPU: the updates after the warm-up, fairseq's
+    train_step among the profiled functions, no checkpoint; too few updates for the warm-up and missing data are
+    clear errors."""
+    data, save = bench_work / "lcsts_char" / "bin", bench_work / "host_profile"
+    result = run([sys.executable, "scripts/bench/train_host_profile.py", "--device", "cpu", "--data-bin", data,
+                  "--max-tokens", "1500", "--updates", "4", "--warmup", "2", "--work", save])
+    assert re.search(r"--max-tokens 1500: updates 3 to 4, [\d.]+ s wall, [\d.]+ ms per update", result.stdout)
+    assert "trainer.py" in result.stdout and "(train_step)" in result.stdout
+    assert "who calls the synchronising methods" in result.stdout and not list(save.glob("*.pt"))
+    short = run([sys.executable, "scripts/bench/train_host_profile.py", "--device", "cpu", "--data-bin", data,
+                 "--max-tokens", "1500", "--updates", "2", "--warmup", "2"], check=False)
+    assert short.returncode != 0 and "only 2 updates ran, none after the 2 of warm-up" in short.stderr
+    missing = run([sys.executable, "scripts/bench/train_host_profile.py", "--data-bin", bench_work / "nothing"],
+                  check=False)
     assert missing.returncode != 0 and "no binarized data in" in missing.stderr

@@ -72,7 +72,6 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
             --json "$WORK/speed/baseline_ops_4000.json" > "$WORK/speed/baseline_ops_4000.md" \
             2> "$WORK/speed/baseline_ops_4000.log"
     fi
-    rm -rf "$WORK"/speed/tp*/models "$WORK"/speed/tp*/decode_subset
 }
 
 host() {
@@ -80,7 +79,7 @@ host() {
     for tokens in 4000 64000; do
         updates=$(( tokens == 4000 ? 60 : 30 ))
         "$PY" scripts/bench/train_host_profile.py --device cuda --data-bin "$BENCH_BIN" --max-tokens "$tokens" \
-            --updates "$updates" --stats "$WORK/host/host_$tokens.pstats" > "$WORK/speed/host_$tokens.txt" \
+            --updates "$updates" > "$WORK/speed/host_$tokens.txt" \
             2> "$WORK/host/host_$tokens.log"
     done
 }
@@ -125,7 +124,8 @@ for part in "${PARTS[@]}"; do
     echo "==> $part"
     mkdir -p "$WORK/$part"
     case $part in
-        speed) timeout "${SPEED_SECONDS:-300}" bash -c speed ;;
+        speed) timeout "${SPEED_SECONDS:-300}" bash -c speed
+               rm -rf "$WORK"/speed/tp*/models "$WORK"/speed/tp*/decode_subset ;;  # checkpoints: too large to return
         host) mkdir -p "$WORK/speed"; timeout "${HOST_SECONDS:-90}" bash -c host ;;
         tier) bash -c tier; tier_status=$?; tail -n 3 "$WORK/cuda-tests.log" ;;
         copy) mkdir -p "$WORK/copy"; timeout "${COPY_SECONDS:-230}" bash -c copy_check; cat "$WORK/copy_check.tsv" ;;
