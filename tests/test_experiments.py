@@ -603,6 +603,33 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
         paired_bootstraps.main([str(tmp_path), "--pair", "nonsense"])
 
 
+def test_paired_bootstraps_compares_two_decodings_of_each_named_system(tmp_path, capsys):
+    """--decode-pair B=A with --system S: decoding B - decoding A of each system, one row each; --decode-pair
+    without --system, no comparison at all, and a decoding the table lacks stop with a message."""
+    import paired_bootstraps
+
+    work = scored_compare_run(tmp_path, {"a": 0.2, "b": 0.3})
+    rows = json.loads((work / "results.json").read_text())["rows"]
+    for name, f1 in (("a", 0.25), ("b", 0.2)):
+        (work / "outputs" / f"{name}.block.txt").write_text("x\ny\n")
+        (work / "logs" / f"rouge_{name}.block.per_doc.tsv").write_text(
+            "doc\trouge-1-f\trouge-2-f\trouge-l-f\n" + "".join(f"{i}\t{f1}\t{f1}\t{f1}\n" for i in range(4)))
+        rows.append({"system": name, "decode": "block"})
+    (work / "results.json").write_text(json.dumps({"rows": rows, "trained": {}}))
+    paired_bootstraps.main([str(work), str(work), "--decode-pair", "block=beam", "--system", "a", "--system", "b"])
+    out = capsys.readouterr().out
+    assert "per seed (2): 4 intervals of 3 scores each (12 in all)" in out
+    assert "| a | a | block - beam | B > A in every seed (2): +5.00 [+5.00, +5.00], +5.00" in out
+    assert "| b | b | block - beam | B < A in every seed (2): -10.00 [-10.00, -10.00], -10.00" in out
+    for argv, message in ((["--decode-pair", "block=beam"], "--decode-pair and --system go together"),
+                          ([], "nothing to compare")):
+        with pytest.raises(SystemExit):
+            paired_bootstraps.main([str(work), *argv])
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"a\.greedy: not a system and decoding of .* table"):
+        paired_bootstraps.main([str(work), "--decode-pair", "greedy=beam", "--system", "a"])
+
+
 def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from_the_archives(tmp_path, capsys):
     """--archive DIR packs each WORK's tables, summaries and per-document scores (no checkpoint, no data) into
     DIR/NAME.tar.xz (folders of one name are told apart by the folders above them); given the archives,
@@ -640,24 +667,30 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
         paired_bootstraps.main([str(twin), str(twin), "--pair", "b=a", "--archive", str(tmp_path / "twins")])
 
 
-def test_the_committed_lcsts_table_is_what_its_archives_give(capsys):
-    """docs/results/lcsts_paulus_and_rl.md, rebuilt by the command its paired section names, from the archives
-    kept beside it in place of the two work folders: the same tables and the same intervals."""
+@pytest.mark.parametrize("table, archives", [
+    ("lcsts_paulus_and_rl.md", ("lcsts_paulus_and_rl/run.tar.xz", "lcsts_paulus_and_rl/run_seed2.tar.xz")),
+    ("decoding_lcsts.md", None),  # its command names the archives themselves
+    ("decoding_cnndm.md", None),
+])
+def test_a_committed_table_is_what_its_archives_give(capsys, table, archives):
+    """A results file of paired_bootstraps.py, rebuilt by the command its paired section names from the archives
+    kept beside it (in place of the work folders where the command names folders): the same tables and the same
+    intervals, line for line."""
     import shlex
 
     import paired_bootstraps
 
     results = ROOT / "docs" / "results"
-    committed = (results / "lcsts_paulus_and_rl.md").read_text(encoding="utf-8")
+    committed = (results / table).read_text(encoding="utf-8")
     written_by = next(line for line in committed.splitlines() if line.startswith("Written by `"))
     argv = shlex.split(written_by[len("Written by `"):-2])[2:]  # after "python scripts/.../paired_bootstraps.py"
     folders = [arg for arg in argv if not arg.startswith("-")][:2]
     assert len(folders) == 2 and "--out" in argv
     out = argv.index("--out")
     argv = argv[:out] + argv[out + 2:]  # printed, not written over
-    archives = [results / "lcsts_paulus_and_rl" / name for name in ("run.tar.xz", "run_seed2.tar.xz")]
-    paired_bootstraps.main([str(archives[0]), str(archives[1])] + [arg for arg in argv if arg not in folders])
+    works = [str(results / name) for name in archives] if archives else [str(ROOT / name) for name in folders]
+    paired_bootstraps.main(works + [arg for arg in argv if arg not in folders])
     rebuilt = capsys.readouterr().out
-    assert "| ml_rl | ml_more | beam |" in rebuilt
+    assert rebuilt.count("| ") > 20 and "## Paired bootstraps" in rebuilt
     assert [line for line in rebuilt.splitlines() if not line.startswith("Written by")] == \
         [line for line in committed.splitlines() if not line.startswith("Written by")]

@@ -4,12 +4,15 @@ each comparison's verdict over the seeds by the project's rule (lib.verdict), as
 
     python scripts/experiments/paired_bootstraps.py WORK [WORK ...] --pair B=A [--pair B=A ...]
                                                      [--decode beam ...] [--table] [--out FILE] [--archive DIR]
+    python scripts/experiments/paired_bootstraps.py WORK [WORK ...] --decode-pair B=A --system S [--system S ...]
 
 For every pair, decoding and folder: official ROUGE-1.5.5's per-document F1 of WORK/outputs/B.DECODE.txt and
 A.DECODE.txt against the test references (``summ-rouge --per-doc``, cached in WORK/logs/), B - A in ROUGE points
 with its 95 % interval over 10,000 paired resamples of the test documents (fairseq_plugins/scoring/significance.py,
 seed 1).  A direction holds only when every folder (two or more) shows it with an interval that excludes zero;
-one folder gives "inconclusive (one seed)".  The section says how many intervals it prints.  Pairs name systems
+one folder gives "inconclusive (one seed)".  ``--decode-pair B=A`` compares two decodings of each system named
+by ``--system`` instead (decoding B - decoding A of the same summaries' system: what trigram blocking changes,
+say).  The section says how many intervals it prints.  Pairs name systems
 without their seed suffix (``full``, also in a folder whose system is ``full_seed2``).  ``--table`` puts each
 WORK/results.md (compare.py's tables) before the section.
 
@@ -61,9 +64,18 @@ def intervals(exp: Experiment, a: str, b: str, lang: str):
     return paired_intervals(per_doc(exp, a, lang), per_doc(exp, b, lang), RESAMPLES)
 
 
-def section(exps, pairs, decodes, command: str) -> str:
-    """The markdown section: one row per pair and decoding, each score's verdict over the folders (seeds)."""
-    count = len(pairs) * len(decodes) * len(exps)
+def comparisons(pairs, decodes, decode_pairs, systems) -> list:
+    """(B's name, A's name, the row's B, A and decoding cells) for every pair of systems under every decoding,
+    then every pair of decodings of every named system; names are SYSTEM.DECODE."""
+    rows = [(f"{b}.{decode}", f"{a}.{decode}", b, a, decode) for decode in decodes for b, a in pairs]
+    rows += [(f"{system}.{b}", f"{system}.{a}", system, system, f"{b} - {a}")
+             for b, a in decode_pairs for system in systems]
+    return rows
+
+
+def section(exps, rows, command: str) -> str:
+    """The markdown section: one row per comparison (``comparisons``), each score's verdict over the folders."""
+    count = len(rows) * len(exps)
     lines = ["## Paired bootstraps", "", f"Written by `{command}`.", "",
              f"B - A in ROUGE points, 95 % interval over {RESAMPLES:,} paired resamples of the test documents, "
              f"per seed ({len(exps)}): {count} intervals of 3 scores each ({3 * count} in all), none corrected for "
@@ -72,18 +84,17 @@ def section(exps, pairs, decodes, command: str) -> str:
              "| B | A | decoding | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|---|---|"]
     # each folder's corpus, read once; an archive keeps no data, only per-document scores already computed
     langs = [work_language(exp.work) if (exp.work / "data").is_dir() else None for exp in exps]
-    for decode in decodes:
-        for b, a in pairs:
-            runs = [intervals(exp, f"{a}.{decode}", f"{b}.{decode}", lang) for exp, lang in zip(exps, langs)]
-            cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
-            lines.append(f"| {b} | {a} | {decode} | " + " | ".join(cells) + " |")
+    for b_name, a_name, b, a, decoding in rows:
+        runs = [intervals(exp, a_name, b_name, lang) for exp, lang in zip(exps, langs)]
+        cells = [verdict([run[metric] for run in runs]) for metric in range(3)]
+        lines.append(f"| {b} | {a} | {decoding} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def parse_pair(text: str):
     b, sep, a = text.partition("=")
     if not sep or not a or not b:
-        raise argparse.ArgumentTypeError(f"{text!r}: give B=A (two system labels)")
+        raise argparse.ArgumentTypeError(f"{text!r}: give B=A (two labels)")
     return b, a
 
 
@@ -125,17 +136,26 @@ def archive(targets) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("work", type=Path, nargs="+", help="compare.py work folders, one per seed")
-    parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="B=A")
-    parser.add_argument("--decode", action="append", help="decoding labels (default: beam)")
+    parser.add_argument("--pair", type=parse_pair, action="append", default=[], metavar="B=A",
+                        help="two system labels")
+    parser.add_argument("--decode", action="append", help="decoding labels of --pair (default: beam)")
+    parser.add_argument("--decode-pair", type=parse_pair, action="append", default=[], metavar="B=A",
+                        help="two decoding labels, compared for every --system")
+    parser.add_argument("--system", action="append", default=[], help="a system label of --decode-pair")
     parser.add_argument("--table", action="store_true", help="WORK/results.md first")
     parser.add_argument("--out", type=Path, help="write here as well as to stdout")
     parser.add_argument("--archive", type=Path, metavar="DIR", help="pack each WORK folder into DIR/NAME.tar.xz")
     args = parser.parse_args(argv)
+    if not args.pair and not args.decode_pair:
+        parser.error("nothing to compare: give --pair B=A (systems) or --decode-pair B=A with --system")
+    if bool(args.decode_pair) != bool(args.system):
+        parser.error("--decode-pair and --system go together: the decodings of which systems?")
+    rows = comparisons(args.pair, args.decode or ["beam"], args.decode_pair, args.system)
     command = invocation("paired_bootstraps.py", argv)
     targets = archive_targets(args.work, args.archive) if args.archive else []
     with tempfile.TemporaryDirectory() as unpacked:
         exps = opened(args.work, Path(unpacked))
-        text = section(exps, args.pair, args.decode or ["beam"], command)
+        text = section(exps, rows, command)
         if args.table:
             tables = [(exp.work / "results.md").read_text(encoding="utf-8").rstrip("\n") for exp in exps]
             text = "\n\n".join(tables) + "\n\n" + text
