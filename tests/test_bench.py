@@ -646,3 +646,14 @@ def test_host_profile_covers_the_updates_after_the_warm_up(bench, bench_work):
     missing = run([sys.executable, "scripts/bench/train_host_profile.py", "--data-bin", bench_work / "nothing"],
                   check=False)
     assert missing.returncode != 0 and "no binarized data in" in missing.stderr
+
+
+def test_graph_ceiling_needs_a_gpu_and_three_numbers_a_shape():
+    """scripts/bench/graph_ceiling.py (the GPU tier runs it for real): without a GPU it stops at once and says
+    why; with one, a shape that is not BxTxS is refused by name."""
+    import torch
+
+    result = run([sys.executable, "scripts/bench/graph_ceiling.py", "--shapes", "4x6"], check=False)
+    assert result.returncode != 0
+    expected = "'4x6' is not a shape BxTxS" if torch.cuda.is_available() else "needs a GPU (torch sees none)"
+    assert expected in result.stderr

@@ -17,11 +17,12 @@ import json
 import math
 import os
 import re
+import sys
 
 import pytest
 import torch
 
-from conftest import ROOT, run, slice_corpus
+from conftest import ROOT, run
 from fairseq_plugins.tasks.precision import autocast_train_step
 from test_half_precision import (
     LOG_PROB_TOL,
@@ -246,3 +247,14 @@ def test_quantize_refuses_cuda_with_its_message(trained):
         Summarizer.from_pretrained(trained, device="cuda", quantize="int8")
     result = run(["summ-serve", trained, "--device", "cuda", "--quantize", "int8", "--port", "0"], check=False)
     assert result.returncode != 0 and "CPU only" in result.stderr, result.stderr[-2000:]
+
+
+def test_the_fused_recurrence_replays_as_a_cuda_graph_with_eager_results(tmp_path):
+    """scripts/bench/graph_ceiling.py on small shapes: the training pass (forward + backward) and a beam step of
+    the fused decoder are captured and replayed, and the replay's results are the eager ones."""
+    out = tmp_path / "ceiling.json"
+    run([sys.executable, "scripts/bench/graph_ceiling.py", "--shapes", "4x6x9", "--repeats", "3", "--json", out])
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["pass"] for row in rows] == ["training (forward + backward)", "beam step (no gradient)"]
+    for row in rows:
+        assert row["error"] is None and row["graph_ms"] > 0 and row["max_difference"] < 1e-5

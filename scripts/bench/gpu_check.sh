@@ -6,7 +6,8 @@
 #          --no-fused-steps and fairseq's lstm, and for the code in BASELINE_TREE when it exists (default
 #          runs/baseline_tree: an older checkout's fairseq_plugins/ and scripts/, the "before" of a change);
 #          throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch comes
-#          second (its rows at 4000: THROUGHPUT_MODELS, comma-separated), so a short time limit still gives it
+#          second (its rows at 4000: THROUGHPUT_MODELS, comma-separated), so a short time limit still gives it;
+#          then graph_ceiling.py: the fused recurrence eager and replayed as a CUDA graph (what capturing it gives)
 #   host   where fairseq-train's host time goes on the GPU (train_host_profile.py: pgn_lstm under cProfile at
 #          4000 and 64000 tokens per batch; the callers of every synchronising method)
 #   tier   the GPU test tier (every architecture x criterion x precision on CUDA, the RL fine-tune through
@@ -58,6 +59,8 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
         --work "$WORK/speed/tp64000" \
         --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" \
         2> "$WORK/speed/throughput_64000.log"
+    "$PY" scripts/bench/graph_ceiling.py --json "$WORK/speed/graph_ceiling.json" > "$WORK/speed/graph_ceiling.md" \
+        2> "$WORK/speed/graph_ceiling.log"
     "$PY" "${ops[@]}" --max-tokens 64000 --passes training --json "$WORK/speed/ops_64000.json" \
         > "$WORK/speed/ops_64000.md" 2> "$WORK/speed/ops_64000.log"
     "$PY" "${ops[@]}" --models pgn_lstm --passes beam --fairseq-beam-search \

@@ -62,6 +62,7 @@ SPEED_FILES = (  # (file in speed/, heading)
     ("profile_4000.txt", "Where the GPU time goes, --max-tokens 4000 (profile_step.py --profile)"),
     ("throughput_4000.txt", "End to end, --max-tokens 4000 (throughput.py)"),
     ("throughput_64000.txt", "End to end, --max-tokens 64000 (throughput.py)"),
+    ("graph_ceiling.md", "The fused recurrence eager and as a CUDA graph (graph_ceiling.py)"),
     ("host_4000.txt", "Where fairseq-train's host time goes, --max-tokens 4000 (train_host_profile.py)"),
     ("host_64000.txt", "Where fairseq-train's host time goes, --max-tokens 64000 (train_host_profile.py)"),
 )
