@@ -7,6 +7,7 @@
 - fairseq-train selects it and trains the same weights as with fairseq's ``adam``;
 - an update dispatches a handful of operations where fairseq's loop dispatches 9 per parameter (a GPU's path: a
   CPU runs them tensor by tensor);
+- gradient clipping takes all the norms in one operation on a GPU's path and clips as fairseq's does;
 - a sparse gradient and --fp16-adam-stats are refused with a message.
 """
 import os
@@ -146,6 +147,42 @@ def test_an_update_dispatches_a_handful_of_operations_instead_of_nine_per_parame
     assert all(name.startswith("aten::_foreach_") or name == "aten::to" for name in ours)
 
 
+@pytest.mark.parametrize("max_norm", [0.5, 100.0, 0.0])
+def test_clipping_takes_all_norms_in_one_operation_on_the_gpus_path_and_clips_as_fairseq_does(monkeypatch,
+                                                                                               max_norm):
+    """--clip-norm with foreach_adam on the GPU's path (counted on a CPU): the same total norm and clipped
+    gradients as fairseq's adam, bit for bit, a parameter without a gradient included, in a handful of
+    operations where fairseq's takes one norm per tensor.  0 measures without clipping."""
+    monkeypatch.setattr(foreach_adam, "all_at_once", lambda device: True)
+
+    def clipped(name):
+        params = parameters()
+        optimizer = build(name, params)
+        set_gradients(params, 0, skip=2)
+        with torch.profiler.profile() as prof:
+            norm = optimizer.clip_grad_norm(max_norm)
+        events = [e for e in prof.events() if e.name.startswith("aten::")]
+        enclosed = {id(child) for e in events for child in e.cpu_children}
+        return norm, [p.grad for p in params], [e.name for e in events if id(e) not in enclosed]
+
+    (their_norm, their_grads, their_ops), (our_norm, our_grads, our_ops) = clipped("adam"), clipped("foreach_adam")
+    assert torch.equal(our_norm, their_norm) and our_grads[2] is None
+    assert all(a is None and b is None or torch.equal(a, b) for a, b in zip(their_grads, our_grads))
+    with_gradient = len(SHAPES) - 1
+    assert their_ops.count("aten::linalg_vector_norm") == with_gradient + 1  # one per tensor, then the total
+    assert our_ops.count("aten::linalg_vector_norm") == 1 and our_ops.count("aten::_foreach_norm") == 1
+    assert len([name for name in our_ops if name != "aten::detach"]) <= 8
+    if max_norm == 0.5:  # the gradients' norm is far above it: they were scaled
+        assert float(our_norm) > 1 and not torch.equal(our_grads[1], set_gradients_of(1))
+
+
+def set_gradients_of(index: int) -> torch.Tensor:
+    """The unclipped gradient ``set_gradients`` gives parameter INDEX at step 0."""
+    params = parameters()
+    set_gradients(params, 0)
+    return params[index].grad
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_on_cuda_it_runs_all_at_once_and_stays_with_fairseqs_adam(dtype):
@@ -165,6 +202,22 @@ def test_on_cuda_it_runs_all_at_once_and_stays_with_fairseqs_adam(dtype):
             torch.testing.assert_close(ours.optimizer.state[b][key], theirs.optimizer.state[a][key], rtol=1e-6,
                                        atol=1e-12)
     assert not torch.equal(ours_params[0], parameters(dtype)[0].cuda())  # it moved
+
+
+@pytest.mark.cuda
+def test_on_cuda_clipping_takes_the_norms_at_once_and_clips_as_fairseq_does():
+    """On a GPU the multi-tensor norm may round differently in the last bit from fairseq's per-tensor ones."""
+    norms, grads = [], []
+    for name in ("adam", "foreach_adam"):
+        params = [torch.nn.Parameter(p.detach().cuda()) for p in parameters()]
+        optimizer = build(name, params)
+        set_gradients(params, 0)
+        norms.append(optimizer.clip_grad_norm(0.5))
+        grads.append([p.grad for p in params])
+    torch.testing.assert_close(norms[1], norms[0], rtol=1e-6, atol=0)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-9)
+    assert float(norms[1]) > 0.5  # the gradients were scaled
 
 
 def test_a_sparse_gradient_and_fp16_adam_stats_are_refused():
