@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Every GPU check of the project, its figures in one folder.  Parts, in this order (default: all):
-#   speed  what a decoder step costs on the GPU (scripts/bench/step_ops.py: operations, kernels, ms per step,
-#          peak memory; --max-tokens 4000 with beam search, 64000 training only) and where a training step's
-#          and a beam search's GPU time goes (profile_step.py --profile), for pgn_lstm, pgn_lstm with
-#          --no-fused-steps and fairseq's lstm, and for the code in BASELINE_TREE when it exists (default
-#          runs/baseline_tree: an older checkout's fairseq_plugins/ and scripts/, the "before" of a change);
-#          throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch comes
-#          second (its rows at 4000: THROUGHPUT_MODELS, comma-separated), so a short time limit still gives it;
-#          then graph_ceiling.py: the fused recurrence eager and replayed as a CUDA graph (what capturing it gives)
-#   host   where fairseq-train's host time goes on the GPU (train_host_profile.py: pgn_lstm under cProfile at
-#          4000 and 64000 tokens per batch; the callers of every synchronising method)
+#   speed  in this order, so that a short time limit still gives the end-to-end figures: step_ops.py at
+#          --max-tokens 4000 (operations, kernels, ms per decoder step, peak memory; training and beam search);
+#          throughput.py end to end (fairseq-train, fairseq-generate) at 4000 and 64000 tokens per batch (its rows
+#          at 4000: THROUGHPUT_MODELS, comma-separated); graph_ceiling.py (the fused recurrence eager and replayed
+#          as a CUDA graph); step_ops.py at 64000, for fairseq's search loop and for foreach_adam's update;
+#          profile_step.py --profile (where a training step's and a beam search's GPU time goes); step_ops.py for
+#          the code in BASELINE_TREE when it exists (default runs/baseline_tree: an older checkout's
+#          fairseq_plugins/ and scripts/, the "before" of a change)
+#   host   where fairseq-train's host time goes on the GPU (train_host_profile.py: pgn_lstm under cProfile after
+#          10 updates of warm-up, at 4000 and 64000 tokens per batch; the callers of every synchronising method)
 #   tier   the GPU test tier (every architecture x criterion x precision on CUDA, the RL fine-tune through
 #          train.sh in each precision, CPU/GPU decode agreement, the hub and summ-serve on CUDA)
 #   copy   the quickstart's 600 updates in fp32 and --fp16, no validation, the last checkpoint decoded: are OOV
