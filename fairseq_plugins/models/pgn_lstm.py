@@ -85,6 +85,7 @@ from fairseq_plugins.modules.fused_steps import Memory, StepWeights, fused_steps
 from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
 from fairseq_plugins.modules.readouts import SeeReadout, build_readout
 from fairseq_plugins.modules.shared_projection import SharedOutputProjection
+from fairseq_plugins.modules.step_graphs import GraphCache, graphed_steps
 from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
 from fairseq_plugins.modules.temporal_attention import KEYS as TEMPORAL_KEYS
 from fairseq_plugins.modules.temporal_attention import IntraTemporalAttention
@@ -204,13 +205,15 @@ class PGNDecoder(StepStateDecoder):
         own_prediction_prob: in training, the probability of reading the model's own previous prediction instead
             of the reference word (Paulus et al. section 6.1; 0 = teacher forcing).
         num_regular: size of the regular vocabulary (index of the first OOV marker).
+        fused_steps: run See et al.'s recurrence as one function (modules/fused_steps.py) where it applies.
+        cuda_graphs: on a GPU, replay that function's training passes as CUDA graphs (modules/step_graphs.py).
     """
 
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
                  out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
                  coverage_attention=True, share_input_output_embed=False, num_regular=None, readout="see",
                  embed_norm=False, intra_temporal=False, intra_decoder=False, shared_output_projection=False,
-                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS):
+                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS, cuda_graphs=False):
         super().__init__(dictionary)
         check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
                       shared_output_projection)
@@ -264,6 +267,11 @@ class PGNDecoder(StepStateDecoder):
         # See et al.'s recurrence (See readout, one layer, additive attention) as one autograd function
         self.fused = (fused_steps and self.feeds_back and isinstance(self.readout, SeeReadout) and num_layers == 1
                       and not intra_temporal and not intra_decoder)
+        if cuda_graphs and not self.fused:
+            raise ValueError("--cuda-graphs replays the fused recurrence, which this decoder does not run (it needs "
+                             "See et al.'s readout, one decoder layer, the additive attention and no "
+                             "--no-fused-steps)")
+        self.step_graphs = GraphCache() if cuda_graphs else None  # not a module: no weights, nothing saved
 
     # ------------------------------------------------------------------ recurrent part
     state_batch_dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry of the state is batch-first
@@ -351,8 +359,11 @@ class PGNDecoder(StepStateDecoder):
             v=self.attention.v.weight.view(-1),
         )
         start = [state["hidden"][0], state["cell"][0], state["feed"], state["coverage"]]
-        states, contexts, attn, coverage, last_cell, last_coverage = fused_steps(
-            gates_x, weights, Memory(state["keys"], values, padding_mask), start, accumulate=self.coverage)
+        memory = Memory(state["keys"], values, padding_mask)
+        graphs = self.step_graphs is not None and self.step_graphs.takes(gates_x, weights)
+        states, contexts, attn, coverage, last_cell, last_coverage = (
+            graphed_steps(self.step_graphs, gates_x, weights, memory, start, accumulate=self.coverage) if graphs
+            else fused_steps(gates_x, weights, memory, start, accumulate=self.coverage))
         if not one_step:
             fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
             inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, See eq 8)
@@ -543,6 +554,11 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                                  "instead of as one function with a hand-written backward (See readout, one "
                                  "layer, additive attention): the same numbers, more operations per step; for "
                                  "comparison and debugging")
+        parser.add_argument("--cuda-graphs", action="store_true",
+                            help="on a GPU, capture the fused recurrence's forward and backward loops as CUDA "
+                                 "graphs, one per batch shape rounded up (documents and steps to multiples of 8, "
+                                 "source positions to 16), and replay them: far fewer kernel launches per update, "
+                                 "more GPU memory (at most half of it); no effect on a CPU or in decoding")
         parser.add_argument("--embed-norm", action="store_true",
                             help="normalize embeddings before the encoder and decoder LSTMs (Shi eq 14)")
         parser.add_argument("--dropout-in", type=float, metavar="D", help="dropout on embeddings")
@@ -574,7 +590,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
             intra_temporal=args.intra_temporal_attention, intra_decoder=args.intra_decoder_attention,
             shared_output_projection=args.shared_output_projection, own_prediction_prob=args.own_prediction_prob,
-            fused_steps=not args.no_fused_steps, max_positions=max_target,
+            fused_steps=not args.no_fused_steps, max_positions=max_target, cuda_graphs=args.cuda_graphs,
         )
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s, coverage attention=%s, "
                     "readout=%s, intra-temporal attention=%s, intra-decoder attention=%s, shared output "
@@ -607,6 +623,7 @@ def base_architecture(args):
     args.own_prediction_prob = getattr(args, "own_prediction_prob", 0.0)
     args.embed_norm = getattr(args, "embed_norm", False)
     args.no_fused_steps = getattr(args, "no_fused_steps", False)
+    args.cuda_graphs = getattr(args, "cuda_graphs", False)
     common_defaults(args)
 
 

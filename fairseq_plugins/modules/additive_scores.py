@@ -55,6 +55,8 @@ def _block_buffer(keys: Tensor, rows: int) -> Tensor:
     view (no new tensor operation at every step)."""
     _, src_len, attn_dim = keys.size()
     shape = (rows, src_len, attn_dim)
+    if capturing(keys):  # a CUDA graph keeps its own: a cached block could later be freed under the graph
+        return keys.new_empty(shape)
     cache = _workspaces.__dict__.setdefault("blocks", {})
     key = (keys.device, keys.dtype)
     flat, view = cache.get(key, (None, None))
@@ -67,9 +69,16 @@ def _block_buffer(keys: Tensor, rows: int) -> Tensor:
     return view
 
 
+def capturing(tensor: Tensor) -> bool:
+    """Whether a CUDA graph is being captured on the current stream of TENSOR's GPU (modules/step_graphs.py)."""
+    return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def _ones_like(tensor: Tensor) -> Tensor:
     """A tensor of ones of ``tensor``'s shape, dtype and device, kept between calls (read, never written):
     at every decoding step the same shape comes back."""
+    if capturing(tensor):
+        return torch.ones_like(tensor)
     cache = _workspaces.__dict__.setdefault("ones", {})
     key = (tuple(tensor.shape), tensor.dtype, tensor.device)
     if key not in cache:

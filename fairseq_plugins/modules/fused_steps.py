@@ -146,8 +146,9 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         tanh_cells = None
     else:
         states, all_cells, acts, tanh_cells = buffers.states, buffers.cells, buffers.acts, buffers.tanh_cells
-    if saved is not None:
-        saved.update(acts=acts, tanh_cells=tanh_cells, cells=all_cells, operands=operands)
+    if saved is not None:  # coverage_weights: [1, c^t] for t = 1 .. T+1, which the operands' first halves view
+        saved.update(acts=acts, tanh_cells=tanh_cells, cells=all_cells, operands=operands,
+                     coverage_weights=buffers.weights)
     if not accumulate:  # c^t stays c^1 (copies: an input returned as an output would alias it)
         return states, buffers.contexts, attn, coverage.unsqueeze(1).expand_as(attn).clone(), cell, coverage.clone()
     return states, buffers.contexts, attn, buffers.coverage()[:, :-1], cell, coverage
@@ -337,17 +338,22 @@ def check_shapes(gates_x: Tensor, weights: StepWeights, memory: Memory, start: L
         raise ValueError("fused_steps: " + "; ".join(problems))
 
 
-def fused_steps(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
-    """The recurrence over all steps of ``gates_x`` (B x T x 4H): ``run_loop``'s outputs, with the hand-written
-    backward when a gradient is needed.  Runs in the keys' dtype, in float32 under autocast (the coverage sums
-    up to T attentions: bfloat16's 8 bits would lose the small ones)."""
-    check_shapes(gates_x, weights, memory, start)
+def computation_inputs(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor]):
+    """The loop's inputs in the dtype it runs in: the keys', or float32 under autocast (the coverage sums up to
+    T attentions: bfloat16's 8 bits would lose the small ones).  Returns them and the device type."""
     device = memory.keys.device.type
     dtype = torch.float32 if torch.is_autocast_enabled(device) else memory.keys.dtype
     cast = [x if x is None or x.dtype == dtype else x.to(dtype)
             for x in (gates_x, *weights, memory.keys, memory.values, *start)]
     gates_x, weights, keys, values, start = cast[0], StepWeights(*cast[1:6]), cast[6], cast[7], cast[8:]
-    memory = Memory(keys, values, memory.padding_mask)
+    return gates_x, weights, Memory(keys, values, memory.padding_mask), start, device
+
+
+def fused_steps(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
+    """The recurrence over all steps of ``gates_x`` (B x T x 4H): ``run_loop``'s outputs, with the hand-written
+    backward when a gradient is needed, in ``computation_inputs``' dtype."""
+    check_shapes(gates_x, weights, memory, start)
+    gates_x, weights, memory, start, device = computation_inputs(gates_x, weights, memory, start)
     with torch.autocast(device_type=device, enabled=False):
         if not torch.is_grad_enabled():
             one = gates_x.size(1) == 1 and weights.feed is None

@@ -50,12 +50,12 @@ prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/pre
     "$PY" "${ops[@]}" --json "$WORK/speed/ops_4000.json" > "$WORK/speed/ops_4000.md" 2> "$WORK/speed/ops_4000.log"
     local tp=(scripts/bench/throughput.py --device cuda --data-bin "$BENCH_BIN" --updates 120 --decode-sentences 400
               --lengths fixed --block-ngram-repeat 0)
-    local rows=${THROUGHPUT_MODELS:-pgn_lstm,pgn_lstm_modules,pgn_lstm_fairseq_search,pgn_lstm_foreach_adam,lstm}
+    local rows=${THROUGHPUT_MODELS:-pgn_lstm,pgn_lstm_graphs,pgn_lstm_fairseq_search,pgn_lstm_foreach_adam,lstm}
     "$PY" "${tp[@]}" --models "$rows" \
         --work "$WORK/speed/tp4000" \
         --json "$WORK/speed/throughput_4000.json" > "$WORK/speed/throughput_4000.txt" \
         2> "$WORK/speed/throughput_4000.log"
-    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_foreach_adam,lstm --max-tokens 64000 --decode-sentences 32 \
+    "$PY" "${tp[@]}" --models pgn_lstm,pgn_lstm_graphs,lstm --max-tokens 64000 --decode-sentences 32 \
         --work "$WORK/speed/tp64000" \
         --json "$WORK/speed/throughput_64000.json" > "$WORK/speed/throughput_64000.txt" \
         2> "$WORK/speed/throughput_64000.log"

@@ -28,6 +28,8 @@ MODELS = {
     # the same model decoded by fairseq's own search loop (--fairseq-beam-search): what generation/beam_search.py
     # gains
     "pgn_lstm_fairseq_search": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],
+    # the same model trained with its fused recurrence replayed as CUDA graphs (--cuda-graphs; a GPU's option)
+    "pgn_lstm_graphs": ["--arch", "pgn_lstm", "--cuda-graphs", "--criterion", "focal_copy_coverage"],
     # the same model trained with --optimizer foreach_adam (fairseq's Adam in multi-tensor operations)
     "pgn_lstm_foreach_adam": ["--arch", "pgn_lstm", "--criterion", "focal_copy_coverage"],
     # See et al.'s attention size, 2 x 256 (pgn_lstm_see2017 uses it): reported, not the target
@@ -50,7 +52,7 @@ REFERENCE = "pgn_lstm"
 TARGETS = ("lstm", "pgn_lstm")
 ALL_MODELS = ("pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")  # the rows --all-models adds
 ROW_ORDER = ("onmt", "onmt_copy_cov", "lstm", "pgn_lstm", "pgn_lstm_modules", "pgn_lstm_fairseq_search",
-             "pgn_lstm_foreach_adam", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
+             "pgn_lstm_foreach_adam", "pgn_lstm_graphs", "pgn_lstm_a512", "pgn_lstm_paulus2017", "dca_lstm")
 PAULUS_TARGET = 0.8  # training words/s of pgn_lstm_paulus2017 >= 0.8 x pgn_lstm's
 QUANTIZE_TARGET = 1.4  # beam-search sentences/s of the int8 decoder >= 1.4 x fp32's
 # The RL row's ML criterion, both sides (reward_speed.compare_update_speed): See et al.'s NLL + coverage
