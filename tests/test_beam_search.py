@@ -49,12 +49,17 @@ def model_of(arch, dictionary):
 
 
 def assert_same_hypotheses(got, expected):
+    """The same hypotheses in the same order: tokens equal; scores and attention equal up to float32 rounding.
+    The two searches drop finished documents at different steps, so their matrix products see batches of other
+    sizes, and on some CPUs (AMD's, through MKL) a row's result depends on the rows beside it by a last bit."""
     assert len(got) == len(expected)
     for hypos, reference in zip(got, expected):
         assert len(hypos) == len(reference)
         for hypo, ref in zip(hypos, reference):
-            for key in ("tokens", "score", "positional_scores", "attention"):
-                assert hypo[key].dtype == ref[key].dtype and torch.equal(hypo[key], ref[key]), key
+            assert torch.equal(hypo["tokens"], ref["tokens"])
+            for key in ("score", "positional_scores", "attention"):
+                assert hypo[key].dtype == ref[key].dtype, key
+                torch.testing.assert_close(hypo[key], ref[key], rtol=1e-6, atol=1e-6, msg=key)
 
 
 OPTIONS = [dict(), dict(min_len=6), dict(block_ngram_repeat=2), dict(lenpen=1.7, beam=3), dict(unkpen=2.0, beam=6),
@@ -63,7 +68,7 @@ OPTIONS = [dict(), dict(min_len=6), dict(block_ngram_repeat=2), dict(lenpen=1.7,
 
 @pytest.mark.parametrize("arch", ["pgn_lstm", "pgn_lstm:modules", "global_gate_gru", "dca_lstm"])
 def test_the_same_hypotheses_as_fairseqs_loop(arch, monkeypatch):
-    """Tokens, scores, positional scores and attention, bit for bit and in the same order, for every option set;
+    """Tokens, scores, positional scores and attention in the same order, for every option set;
     documents leave the batch at every step (a CPU's cadence) or every third (as a GPU's)."""
     from fairseq_plugins.generation import beam_search
 
