@@ -669,6 +669,8 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
 
 @pytest.mark.parametrize("table, archives", [
     ("lcsts_paulus_and_rl.md", ("lcsts_paulus_and_rl/run.tar.xz", "lcsts_paulus_and_rl/run_seed2.tar.xz")),
+    ("song2020_table2_lcsts.md", ("song2020_table2_lcsts/seed1_main.tar.xz",
+                                  "song2020_table2_lcsts/seed2_main.tar.xz")),
     ("decoding_lcsts.md", None),  # its command names the archives themselves
     ("decoding_cnndm.md", None),
 ])

@@ -36,7 +36,8 @@ decoding), official ROUGE on characters:
 The tables go to WORK/main/results.md and WORK/controls/results.md.  ``--only`` trains and scores only the
 systems with these labels (for example half of them in another WORK, side by side on a second core).
 ``--seed N`` (other than the configs' 1) trains every system with that seed, labelled LABEL_seedN: at this scale
-two seeds of one system differ by more than some rows do (docs/results/song2020_table2_lcsts.md).
+two seeds of one system differ by more than some rows do (docs/results/song2020_table2_lcsts.md, made by
+scripts/experiments/paired_bootstraps.py from two seeds with their archives).
 """
 import argparse
 import os
