@@ -24,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.modules.fused_steps import Memory, StepWeights, fused_steps  # noqa: E402
+from fairseq_plugins.modules.step_graphs import Replayed  # noqa: E402
 
 HIDDEN, ATTENTION, CONTEXT, BEAM = 256, 256, 512, 5
 
@@ -71,22 +72,6 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def captured(fn):
-    """FN captured in a CUDA graph after three warm-up calls on a side stream (cuBLAS's and the allocator's first
-    calls must not happen inside the capture); returns the graph's replay and the tensors FN returned in the
-    capture, which each replay overwrites."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = fn()
-    return graph.replay, outputs
-
-
 def largest_difference(graph_outputs, eager_outputs) -> float:
     """The largest absolute difference between the replay's results and an eager call's (the same inputs)."""
     pairs = [(a, b) for a, b in zip(graph_outputs, eager_outputs) if a is not None and b is not None]
@@ -96,9 +81,9 @@ def largest_difference(graph_outputs, eager_outputs) -> float:
 def measure(name: str, fn, steps: int, repeats: int) -> dict:
     eager = timed(fn, repeats)
     try:
-        replay, outputs = captured(fn)
-        graph, error = timed(replay, repeats), None
-        difference = largest_difference(outputs, fn())
+        replayed = Replayed(fn)  # captured as --cuda-graphs captures the loops
+        graph, error = timed(replayed.replay, repeats), None
+        difference = largest_difference(replayed.outputs, fn())
     except Exception as failure:  # the capture itself is what is measured: a failure is a result
         graph, difference, error = None, None, f"{type(failure).__name__}: {failure}"
     row = {"pass": name, "steps": steps, "eager_ms": eager, "graph_ms": graph, "error": error,
