@@ -157,10 +157,7 @@ class Captured:
         return outputs, saved
 
     def backward_program(self):
-        s = self.saved_in
-        saved = dict(acts=s.acts, cells=s.cells, tanh_cells=s.tanh_cells, operands=operands(s),
-                     accumulate=self.accumulate, weights=self.weights, memory=self.memory, start=self.start,
-                     states=s.outputs[0], contexts=s.outputs[1], attn=s.outputs[2])
+        saved = backward_inputs(self.saved_in, self.accumulate, self.weights, self.memory, self.start)
         return backward_loop(saved, self.grads_in[:4], self.grads_in[4], self.grads_in[5])
 
     @staticmethod
@@ -226,6 +223,15 @@ class Captured:
         return tuple(None if g is None else corner(g, cut) if cut else g.clone() for g, cut in zip(grads, real))
 
 
+def backward_inputs(saved: Saved, accumulate: bool, weights: StepWeights, memory: Memory, start: List[Tensor]
+                    ) -> dict:
+    """What backward_loop reads (run_loop's ``saved`` and FusedSteps' inputs and outputs), from one call's kept
+    tensors and the loop's inputs."""
+    return dict(acts=saved.acts, cells=saved.cells, tanh_cells=saved.tanh_cells, operands=operands(saved),
+                accumulate=accumulate, weights=weights, memory=memory, start=start, states=saved.outputs[0],
+                contexts=saved.outputs[1], attn=saved.outputs[2])
+
+
 def operands(saved: Saved) -> list:
     """The per-step score operands ([1, c^t], [q; w_c]) as run_loop kept them, views of the stacked copies
     (without a coverage weight, (None, [q]))."""
@@ -244,9 +250,7 @@ def eager_backward(kept: Saved, call: Call, accumulate: bool, grad_outputs, grad
                  corner(kept.coverage_weights, (bsz, steps + 1, source)), corner(kept.terms, (bsz, steps)),
                  [corner(kept.outputs[0], (bsz, steps)), corner(kept.outputs[1], (bsz, steps)),
                   corner(kept.outputs[2], call.shape)])
-    saved = dict(acts=real.acts, cells=real.cells, tanh_cells=real.tanh_cells, operands=operands(real),
-                 accumulate=accumulate, weights=call.weights, memory=call.memory, start=call.start,
-                 states=real.outputs[0], contexts=real.outputs[1], attn=real.outputs[2])
+    saved = backward_inputs(real, accumulate, call.weights, call.memory, call.start)
     return backward_loop(saved, grad_outputs, grad_cell, grad_last_coverage)
 
 
