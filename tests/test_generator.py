@@ -79,6 +79,8 @@ def test_ignore_ids_maps_tokens_through_the_dictionary():
         d.add_symbol(word)
     assert ignore_ids(d, ", .") == sorted({d.unk(), d.index(","), d.index("\u2581.")})
     assert ignore_ids(d, "") == [d.unk()]
+    d.add_symbol("<q>")
+    assert ignore_ids(d, "") == [d.unk(), d.index("<q>")]  # the sentence separator, where the dictionary has it
     with pytest.raises(ValueError, match="'zz' is not in the target dictionary"):
         ignore_ids(d, ", zz")
 
@@ -181,6 +183,19 @@ def test_unk_is_never_blocked(loop_setup):
     model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
     options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, block_ngram_repeat=2)
     assert best_tokens(generate(build(**options), src, lengths), dictionary.eos()) == (cycle * 4)[:8]
+
+
+def test_the_sentence_separator_is_never_blocked():
+    """Every summary sentence ends in ". <q>": the separator may follow its second "." although the bigram
+    repeats, while a repeated bigram of words ("a .") is still blocked."""
+    dictionary = tiny_dictionary(words="a b c . <q>", num_markers=0)
+    ids = {w: dictionary.index(w) for w in ["a", "b", ".", "<q>"]}
+    src, lengths = torch.tensor([[ids["a"], ids["b"], dictionary.eos()]]), torch.tensor([3])
+    cycle = [ids["a"], ids["."], ids["<q>"], ids["b"], ids["."], ids["<q>"]]
+    model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
+    options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, block_ngram_repeat=2)
+    blocked = best_tokens(generate(build(**options), src, lengths), dictionary.eos())
+    assert blocked[:6] == cycle and blocked[6] == ids["a"] and blocked[7] != ids["."]
 
 
 def test_blocking_changes_nothing_when_no_ngram_can_repeat():

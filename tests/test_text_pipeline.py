@@ -17,7 +17,7 @@ from fairseq_plugins.cli import convert, prepare, restore  # noqa: E402
 from fairseq_plugins.text.convert import read_story  # noqa: E402
 from fairseq_plugins.text.markers import is_reserved, marker  # noqa: E402
 from fairseq_plugins.text.tokenization import (  # noqa: E402
-    Tokenizer, char_tokenize, detokenize, train_sentencepiece, word_tokenize)
+    Tokenizer, char_tokenize, detokenize, display_text, train_sentencepiece, word_tokenize)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,53 @@ def test_word_and_char_tokenization_are_deterministic():
     assert detokenize(["基", "于", "deep", "learning", "的", "3", ".", "5"], "zh", "char") == "基于deep learning的3.5"
     assert detokenize(["▁the", "▁ca", "t", "▁龘"], "en", "sp") == "the cat 龘"
     assert detokenize(["a", "b"], "en", "word") == "a b"
+
+
+SEPARATED = {"en": "The cat sat. <q> The dog ran.<q>It rained <q>", "zh": "猫坐着。<q>狗跑了。 <q> MRP很好<q>"}
+
+
+@pytest.mark.parametrize("lang, unit", [("en", "keep"), ("en", "word"), ("en", "sp"), ("zh", "char"),
+                                        ("zh", "jieba"), ("zh", "sp")])
+def test_every_unit_keeps_the_sentence_separators_as_tokens(lang, unit, tmp_path):
+    """<q> and ##SENT## are one token each under every unit (never '<', 'q', '>'), the sentencepiece model learns
+    no piece of them, and detokenized text has them between spaces, where the ROUGE tools split sentences."""
+    from fairseq_plugins.scoring.rouge_python import split_sentences
+
+    model = _sp_model(tmp_path, lang, separators=True) if unit == "sp" else None
+    tokenizer = Tokenizer(lang, unit, lowercase=True, sp_model_path=model)
+    tokens = tokenizer(SEPARATED[lang])
+    assert [tok for tok in tokens if tok in ("<q>", "##SENT##")] == ["<q>", "<q>", "<q>"]
+    assert tokenizer(SEPARATED[lang].replace("<q>", "##SENT##")).count("##SENT##") == 3
+    assert not any(("<" in tok or "q>" in tok or "SENT" in tok.upper()) and tok not in ("<q>", "##SENT##")
+                   for tok in tokens), tokens
+    text = detokenize(tokens, lang, unit)
+    assert len(split_sentences(text, lang)) == 3, text
+    assert display_text(tokens, lang, unit).count(" <q> ") == 2
+
+
+def test_the_cased_spelling_keeps_the_separators():
+    tokenizer = Tokenizer("en", "word")
+    text = "The Cat<q>Smallville ##SENT## wins"
+    assert tokenizer.surface(text, tokenizer(text)) == ["The", "Cat", "<q>", "Smallville", "##SENT##", "wins"]
+
+
+@pytest.mark.parametrize("config", ["see2017_cnndm_paper", "dca2018_cnndm_paper", "paulus2017_cnndm_paper"])
+def test_the_cnndm_paper_configs_prepare_the_separator_as_one_token(config, tmp_path, capsys):
+    """Highlights joined by ' <q> ', prepared with the config's PREP_ARGS: the tokenized targets and the dictionary
+    hold <q> (never '<', 'q', '>'), and summ-analyze --prep forms a text as summ-prepare tokenized it."""
+    sys.path.insert(0, str(REPO / "scripts" / "experiments"))
+    import lib
+    from fairseq_plugins.scoring.summary_stats import prepared
+
+    sources = lines(REPO / "data" / "scitldr" / "train.src")[:30]
+    targets = [text + " <q> It ends here. <q> So it does." for text in lines(REPO / "data" / "scitldr" / "train.tgt")[:30]]
+    out, _ = build(tmp_path, capsys, sources, targets, *lib.config_array(config, "PREP_ARGS"))
+    tok_targets = lines(out / "tok" / "train.tgt")
+    assert all(line.split().count("<q>") == text.count(" <q> ") for line, text in zip(tok_targets, targets))
+    assert not any(" < q > " in line for line in tok_targets)
+    assert "<q>" in {line.split()[0] for line in lines(out / "dict.txt")}
+    _, analysed, _ = prepared(str(out / "prep.json"), sources[:3], {"system": targets})
+    assert [text.split() for text in analysed["system"]] == [line.split() for line in tok_targets]
 
 
 # ----------------------------------------------------------------------------------------------- convert
@@ -432,6 +479,44 @@ def test_restore_ids_nbest_and_errors(tmp_path, capsys):
     assert status == 2 and "--num-docs 4" in err
 
 
+# ----------------------------------------------------------------------------------------------- invisible characters
+def _invisible_characters():
+    """Every control character but tab, newline and carriage return, and every format character (Cf)."""
+    return [chr(c) for c in range(sys.maxunicode + 1)
+            if (unicodedata.category(chr(c)) == "Cc" and chr(c) not in "\t\n\r") or unicodedata.category(chr(c)) == "Cf"]
+
+
+@pytest.mark.parametrize("lang, unit", [("en", "keep"), ("en", "word"), ("zh", "char"), ("zh", "jieba")])
+def test_control_and_format_characters_never_reach_a_token(lang, unit):
+    from fairseq_plugins.text.tokenization import clean_text, invisible_count
+
+    invisible = _invisible_characters()
+    assert len(invisible) > 150 and "\0" in invisible and "\u200b" in invisible and "\u202e" in invisible
+    text = "x".join(invisible) + " nul\0 inside ."
+    tokens = Tokenizer(lang, unit)(text)
+    assert not any(ch in invisible for tok in tokens for ch in tok)
+    assert tokens[-3:] == ["nul", "inside", "."] and invisible_count(text) == len(invisible) + 1
+    assert clean_text("a\0b\u200bc\u200dd\u00ade") == "a b cde" and clean_text("plain text") == "plain text"
+    assert detokenize(["a\0b", "\u202ec"], lang, unit).replace(" ", "") == "abc"
+
+
+def test_prepare_counts_the_invisible_characters_and_restore_writes_none(tmp_path, capsys):
+    src = TRAIN_SRC + ["nul\0 inside . \u200bzero\u200dwidth \u202eokapi\u202c"]
+    tgt = TRAIN_TGT + ["the\x07 okapi ."]
+    out, err = build(tmp_path, capsys, src, tgt, "--min-count", "2")
+    assert "6 control or invisible characters (NUL, zero-width, bidirectional marks...) in 2 lines" in err
+    written = "".join((out / "tok" / f"train.{ext}").read_text(encoding="utf-8") for ext in ("src", "tgt", "oov"))
+    assert not any(ch in written for ch in "\0\x07\u200b\u200d\u202e\u202c")
+    stats = json.loads((out / "prep.json").read_text())["stats"]["train"]
+    assert stats["invisible_characters"] == {"characters": 6, "lines": 2}
+    # an OOV file of an older preparation that still holds a NUL: the summary holds none
+    write(tmp_path / "p.oov", ["oka\0pi"])
+    write(tmp_path / "gen.txt", ["H-0\t-0.1\tthe <oov-0> sat"])
+    ok(restore, ["--prep", out / "prep.json", "--oov", tmp_path / "p.oov", "--generate-output",
+                 tmp_path / "gen.txt", "--out", tmp_path / "hyp.txt"], capsys)
+    assert lines(tmp_path / "hyp.txt") == ["the oka pi sat"]
+
+
 # ----------------------------------------------------------------------------------------------- Chinese units
 @pytest.fixture(scope="module")
 def csl_raw(tmp_path_factory):
@@ -495,10 +580,13 @@ ZH_FULL_WIDTH = "据报道：ＡＢＣ公司（Ｎａｓｄａｑ：ＡＢＣ）
 EN_MIXED = "The  “naïve” model\u3000costs ＄５ — 3½ ﬁxes…\tdone. "
 
 
-def _sp_model(tmp_path, lang, **kwargs):
-    """A tiny sentencepiece model trained by the project's code on 300 shipped training documents."""
+def _sp_model(tmp_path, lang, separators=False, **kwargs):
+    """A tiny sentencepiece model trained by the project's code on 300 shipped training documents (with
+    ``separators``, each document's sentences joined by <q>, as the CNN/DM configs' targets are)."""
     corpus = REPO / "data" / ("csl" if lang == "zh" else "scitldr") / "train.src"
     texts = lines(corpus)[:300]
+    if separators:
+        texts = [re.sub(r"([.。])\s*", r"\1 <q> ", text) for text in texts]
     train_sentencepiece(texts, tmp_path / "sp", 3000, "unigram", lang, num_threads=1, **kwargs)
     return tmp_path / "sp.model"
 

@@ -10,8 +10,9 @@ equals the candidate (y_{L-n+2}, ..., y_L, w):
 
     banned_r = { y_{j+n-1} : 1 <= j <= L-n+1,  (y_j, ..., y_{j+n-2}) = (y_{L-n+2}, ..., y_L) }
 
-except when that n-gram contains an *ignored* token: ``--block-ignore`` tokens (punctuation, say) and ``<unk>``,
-which stands for a different unknown word each time.  A per-document OOV marker (``<oov-K>``) is the same id for
+except when that n-gram contains an *ignored* token: ``--block-ignore`` tokens (punctuation, say), ``<unk>``,
+which stands for a different unknown word each time, and the sentence separators (``<q>``), which end sentences
+rather than say anything, so that a summary may have as many sentences as it needs.  A per-document OOV marker (``<oov-K>``) is the same id for
 every occurrence of the same source word, so comparing ids compares words, and a repeated copied word is
 blocked like any other.
 
@@ -26,6 +27,8 @@ from typing import Iterable, List, Optional, Set
 import torch
 import torch.nn as nn
 from torch import Tensor
+
+from fairseq_plugins.text.tokenization import SENTENCE_SEPARATORS
 
 
 class NGramBlocker(nn.Module):
@@ -83,12 +86,13 @@ def banned_reference(generated: List[int], n: int, ignore: Set[int] = frozenset(
 
 
 def ignore_ids(dictionary, tokens: Optional[str]) -> List[int]:
-    """Dictionary ids of ``--block-ignore`` tokens (space-separated, in the raw text's units), plus ``<unk>``.
+    """Dictionary ids of ``--block-ignore`` tokens (space-separated, in the raw text's units), plus ``<unk>`` and
+    the sentence separators the dictionary has.
 
     A token is looked up as given and, for sentencepiece dictionaries, also with the word-start mark
     (``.`` -> ``▁.``), so the user writes punctuation as it appears in text.  A token the dictionary does not
     have can never be generated as such; it raises ValueError naming it, since it is most likely a typo."""
-    ids = {dictionary.unk()}
+    ids = {dictionary.unk()} | {dictionary.index(sep) for sep in SENTENCE_SEPARATORS if sep in dictionary.indices}
     for token in (tokens or "").split():
         found = [dictionary.index(t) for t in (token, "\u2581" + token) if t in dictionary.indices]
         if not found:

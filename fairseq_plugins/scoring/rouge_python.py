@@ -41,13 +41,14 @@ import re
 from collections import Counter, namedtuple
 from typing import Iterable, Sequence
 
+from fairseq_plugins.text.tokenization import SENTENCE_SEPARATORS
+
 Score = namedtuple("Score", ["precision", "recall", "fmeasure"])
 Score.__doc__ = "ROUGE precision, recall and F1 (fractions in [0, 1]); unpacks as (p, r, f)."
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
-_SENT_SEPARATORS = ("<q>", "##SENT##")
 _SENT_FINAL = re.compile(r"[.!?]+\Z")
 
 
@@ -63,7 +64,7 @@ def split_sentences(line: str, lang: str = "en", sep: str | None = None) -> list
     """
     tokens = line.split()
     if sep is None:
-        present = [s for s in _SENT_SEPARATORS if s in tokens]
+        present = [s for s in SENTENCE_SEPARATORS if s in tokens]
         sep = present[0] if present else None
     sentences: list[list[str]] = [[]]
     for tok in tokens:

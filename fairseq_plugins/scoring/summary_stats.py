@@ -50,10 +50,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_plugins.scoring.rouge_python import split_sentences
 from fairseq_plugins.text.textio import display_name
+from fairseq_plugins.text.tokenization import detokenize
 
 PROG = "summ-analyze"
 MAX_N = 4
-SEPARATORS = ("<q>", "##SENT##")
 REFERENCE = "reference"
 
 
@@ -272,7 +272,6 @@ def prepared(prep_path: str, sources: Sequence[str], systems: Dict[str, Sequence
     source truncated to its --max-source-len, each text then joined as ``summ-restore --no-detok`` writes it
     (sentence separators such as ``<q>`` kept)."""
     from fairseq_plugins.text.prepare import load_prep, tokenizer_from_prep
-    from fairseq_plugins.text.tokenization import detokenize
 
     prep, prep_dir = load_prep(prep_path)
     settings = prep["settings"]
@@ -280,18 +279,8 @@ def prepared(prep_path: str, sources: Sequence[str], systems: Dict[str, Sequence
     lang, unit, limit = settings["lang"], settings["unit"], settings["max_source_len"] or None
 
     def form(text: str, most: Optional[int] = None) -> str:
-        """The text's parts between sentence separators tokenized (the first ``most`` tokens kept), the
-        separators kept as they are."""
-        parts = []
-        for part in re.split(r"\s*(<q>|##SENT##)\s*", text):
-            if part in SEPARATORS:
-                parts.append(part)
-                continue
-            tokens = tokenizer(part)[:most]
-            most = None if most is None else most - len(tokens)
-            if tokens:
-                parts.append(detokenize(tokens, lang, unit))
-        return " ".join(parts)
+        """The text's tokens (the first ``most`` of them, as summ-prepare truncates a source) detokenized."""
+        return detokenize(tokenizer(text)[:most], lang, unit)
 
     return [form(text, limit) for text in sources], {name: [form(text) for text in texts]
                                                      for name, texts in systems.items()}, lang

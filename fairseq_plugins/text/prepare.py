@@ -39,7 +39,8 @@ from collections import Counter
 
 from . import markers
 from .textio import AtomicWriter, UserError, count_lines, display_name, read_lines
-from .tokenization import DEFAULT_UNIT, SP_NORMALIZATION, Tokenizer, check_unit, train_sentencepiece
+from .tokenization import (DEFAULT_UNIT, SP_NORMALIZATION, Tokenizer, check_unit, invisible_count,
+                           train_sentencepiece)
 
 PROG = "summ-prepare"
 UNK = "<unk>"
@@ -80,6 +81,13 @@ class MarkStats:
         self.marker_overflow_words = 0
         self.max_markers_in_document = 0
         self.lengths = {"src": [], "tgt": []}
+        self.invisible = {"characters": 0, "lines": 0}  # control and format characters normalised away
+
+    def clean(self, text):
+        """Count the control and format characters of one raw text that tokenization normalises away."""
+        count = invisible_count(text)
+        self.invisible["characters"] += count
+        self.invisible["lines"] += count > 0
 
     def length(self, side, n_tokens, limit):
         counts = self.src if side == "src" else self.tgt
@@ -98,6 +106,7 @@ class MarkStats:
         out["markers"] = {"overflow_documents": self.marker_overflow_documents,
                           "overflow_words": self.marker_overflow_words,
                           "max_in_document": self.max_markers_in_document}
+        out["invisible_characters"] = dict(self.invisible)
         return out
 
 
@@ -268,6 +277,9 @@ def report_split(name, stats, max_src, max_tgt):
         say(f"{name}: warning: empty documents are kept as empty lines")
     elif src["empty"]:
         say(f"{name}: warning: {src['empty']} empty documents: each gets an empty summary")
+    if stats.invisible["characters"]:
+        say(f"{name}: warning: {stats.invisible['characters']} control or invisible characters (NUL, zero-width, "
+            f"bidirectional marks...) in {stats.invisible['lines']} lines were replaced by spaces or removed")
     if markers_d["overflow_documents"]:
         say(f"{name}: warning: {markers_d['overflow_documents']} documents have more distinct OOV words than "
             f"markers; raise --num-markers or --vocab-size")
@@ -309,6 +321,7 @@ def _tokenize_side(tokenizer, line, side, limit, stats, out, counts, surface_out
     """One side ("src" or "tgt") of one document: tokenized, its length counted in ``stats``, truncated to
     ``limit`` (0: no limit), written to ``out`` (and as the text spells them to ``surface_out`` when given) and
     its tokens counted in ``counts`` when given."""
+    stats.clean(line)
     toks = tokenizer(line)
     stats.length(side, len(toks), limit)
     surface = tokenizer.surface(line, toks) if surface_out is not None else None
@@ -488,6 +501,7 @@ def tokenizer_from_prep(prep, prep_dir, prep_path):
 def mark_source(text, tokenizer, vocab, num_markers, max_src, stats):
     """One raw source document as generation sees it: tokenized, truncated to ``max_src`` tokens (counted in
     ``stats``), OOV words marked.  Returns (marked tokens, OOV words in marker order, as the text spells them)."""
+    stats.clean(text)
     tokens = tokenizer(text)
     stats.length("src", len(tokens), max_src)
     surface = tokenizer.surface(text, tokens)

@@ -17,6 +17,17 @@ Units
            Unicode space, such as U+3000) become one space before encoding, as in training.  Models of older
            runs, trained with NFKC, still load and normalize as they did.
 
+Control and invisible characters are normalised before tokenization (``clean_text``): the C0 and C1 control
+characters other than tab, newline and carriage return (NUL, BEL, ESC, NEL...) become spaces, and so does the
+zero-width space; the other format characters (zero-width joiners, bidirectional marks and embeddings, the soft
+hyphen, word joiners, an inner byte-order mark) are removed.  So no token, and hence no summary, holds one.
+
+Sentence separators (``<q>``, ``##SENT##``, written between the sentences of a multi-sentence summary) are one
+token under every unit, wherever they stand in the text: the text is cut at them, each piece tokenized, and the
+separator kept as it is written (never lower-cased, split into ``<``, ``q``, ``>`` or made into sentencepiece
+pieces).  Detokenization puts them back between the sentences, with a space on each side, so that every ROUGE
+tool of the package splits there.
+
 Detokenization (used after generation): English units join tokens with single spaces; Chinese units join
 tokens without spaces, except that a space is kept between two tokens that meet with letters/digits on both
 sides (``deep learning``); ``sp`` concatenates the pieces and turns the ``▁`` word-boundary mark into spaces
@@ -60,6 +71,58 @@ _CJK = re.compile(f"[{_CJK_RANGES}]")
 # A run of letters/digits that are not CJK, or any single other non-space character.
 _CHAR_TOKEN = re.compile(f"[^\\W_{_CJK_RANGES}]+|\\S")
 _WORD_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019\-][^\W_]+)*|\S")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b]")  # Cc but tab, LF, CR; zero-width space
+SENTENCE_SEPARATORS = ("<q>", "##SENT##")
+_SEPARATOR = re.compile("(" + "|".join(re.escape(sep) for sep in SENTENCE_SEPARATORS) + ")")
+
+
+def invisible_count(text: str) -> int:
+    """How many characters of ``text`` ``clean_text`` replaces or removes."""
+    if text.isprintable():
+        return 0
+    return sum(1 for ch in text if _CONTROL.match(ch) or unicodedata.category(ch) == "Cf")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with its control characters and the zero-width space as spaces, its other format characters
+    (Unicode category Cf) removed."""
+    if text.isprintable():  # the usual case: no control, format or non-ASCII space character
+        return text
+    text = _CONTROL.sub(" ", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
+def split_at_separators(text: str, tokenize):
+    """The tokens of ``text``: each piece between sentence separators tokenized by ``tokenize``, each separator
+    kept as one token."""
+    tokens = []
+    for piece in _SEPARATOR.split(text):
+        if piece in SENTENCE_SEPARATORS:
+            tokens.append(piece)
+        elif piece:
+            tokens.extend(tokenize(piece))
+    return tokens
+
+
+def without_separators(text: str) -> str:
+    """``text`` with its sentence separators turned into spaces (the text a sentencepiece model learns from)."""
+    return _SEPARATOR.sub(" ", text)
+
+
+def _by_sentence(tokens, join) -> str:
+    """Tokens joined sentence by sentence with ``join``, the sentences joined by their separators with a space
+    on each side."""
+    parts, sentence = [], []
+    for tok in list(tokens) + [None]:
+        if tok is None or tok in SENTENCE_SEPARATORS:
+            if sentence:
+                parts.append(join(sentence))
+            if tok is not None:
+                parts.append(tok)
+            sentence = []
+        else:
+            sentence.append(tok)
+    return " ".join(parts)
 
 
 def is_cjk(ch: str) -> bool:
@@ -131,14 +194,18 @@ class Tokenizer:
         if not (self.lowercase or self.unit == "word") or self.unit in ("sp", "jieba"):
             return tokens
         if self.unit == "word":
-            cased = _WORD_TOKEN.findall(unicodedata.normalize("NFC", text))
+            cased = split_at_separators(clean_text(text), lambda piece: _WORD_TOKEN.findall(unicodedata.normalize("NFC", piece)))
         else:
             cased = Tokenizer(self.lang, self.unit)(text)
-        if len(cased) == len(tokens) and all(c.lower() == t for c, t in zip(cased, tokens)):
+        if len(cased) == len(tokens) and all(c == t or c.lower() == t for c, t in zip(cased, tokens)):
             return cased
         return tokens
 
     def __call__(self, text: str):
+        return split_at_separators(clean_text(text), self._tokenize)
+
+    def _tokenize(self, text: str):
+        """The tokens of a text without sentence separators."""
         if self.lowercase:
             text = text.lower()
         unit = self.unit
@@ -167,7 +234,11 @@ def check_unit(lang: str, unit: str):
 
 def detokenize(tokens, lang: str, unit: str) -> str:
     """Inverse of tokenization as far as possible (see module docstring)."""
-    tokens = [tok for tok in tokens if tok]
+    return clean_text(_by_sentence([tok for tok in tokens if tok], lambda sentence: _detokenize(sentence, lang, unit)))
+
+
+def _detokenize(tokens, lang: str, unit: str) -> str:
+    """One sentence's tokens as text."""
     if unit == "sp":
         return " ".join("".join(tokens).replace(SP_SPACE, " ").split())
     if lang == "zh":
@@ -193,7 +264,8 @@ def display_text(tokens, lang: str, unit: str) -> str:
         from sacremoses import MosesDetokenizer
 
         _moses = MosesDetokenizer(lang="en")
-    return _moses.detokenize([tok for tok in tokens if tok], unescape=False)
+    return clean_text(_by_sentence([tok for tok in tokens if tok],
+                                   lambda sentence: _moses.detokenize(sentence, unescape=False)))
 
 
 def _chunks(text: str, max_chars: int):
@@ -213,7 +285,7 @@ def train_sentencepiece(texts, model_prefix, vocab_size: int, model_type: str, l
                         normalization: str = SP_NORMALIZATION):
     """Train a sentencepiece model on an iterable of documents; writes ``model_prefix``.model/.vocab.
 
-    Documents are cut into chunks of at most 2,000 characters (sentencepiece skips longer "sentences"); at
+    Sentence separators are left out (they are tokens of their own, never pieces).  Documents are cut into chunks of at most 2,000 characters (sentencepiece skips longer "sentences"); at
     most ``max_sentences`` chunks are sampled (reproducibly: fixed seed).  The vocabulary size is a soft
     limit (a small corpus yields fewer pieces instead of failing); the real size is returned.
     ``normalization`` is sentencepiece's rule name: ``identity`` (the default: pieces spell the text as
@@ -229,7 +301,7 @@ def train_sentencepiece(texts, model_prefix, vocab_size: int, model_type: str, l
 
     def chunks():
         for text in texts:
-            yield from _chunks(" ".join(text.split()), 2000)
+            yield from _chunks(" ".join(without_separators(clean_text(text)).split()), 2000)
 
     spm.SentencePieceTrainer.train(
         sentence_iterator=chunks(),
