@@ -146,6 +146,19 @@ def test_an_empty_or_blank_document_gets_an_empty_summary_and_a_warning(summariz
     assert details.text == "" and details.input_report.empty
 
 
+def test_control_characters_are_counted_warned_and_never_copied(summarizer, caplog):
+    """A NUL, a bell and a bidirectional override inside a document: read as spaces or nothing, counted in its
+    report and its warning, and no summary holds one (the model copies source words)."""
+    text = "nul\0 inside zyxwvut\x07 \u202ezyxwvut ."
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.inference.hub"):
+        summary = summarizer.summarize([text], beam=3, max_len_b=20)[0]
+    assert summary == summarizer.summarize(["nul inside zyxwvut zyxwvut ."], beam=3, max_len_b=20)[0]
+    assert not any(ch in summary for ch in "\0\x07\u202e")
+    assert [r.getMessage() for r in caplog.records if "control" in r.getMessage()] == [
+        "document 0 of 1: 3 control or invisible characters replaced by spaces or removed"]
+    assert summarizer.input_reports([text])[0].invisible_characters == 3
+
+
 def test_marker_like_token_and_oov_word_are_copyable_words(summarizer):
     from fairseq_plugins.text.markers import marker
 

@@ -219,7 +219,8 @@ class Summarizer:
         tokens = stats.src["longest"]  # before truncation
         report = InputReport(tokens=tokens, truncated_tokens=tokens - len(marked),
                              overflow_words=stats.marker_overflow_words, unk_tokens=marked.count(UNK),
-                             max_source_len=max_source_len, num_markers=self.num_markers)
+                             max_source_len=max_source_len, num_markers=self.num_markers,
+                             invisible_characters=stats.invisible["characters"])
         return Prepared(ids, marked, oov_words, report)
 
     def input_reports(self, texts: Sequence[str]) -> List[InputReport]:

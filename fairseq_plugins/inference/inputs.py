@@ -27,6 +27,7 @@ class InputReport:
     unk_tokens: int = 0  # source tokens read as <unk> (occurrences of the overflow words)
     max_source_len: Optional[int] = None  # the limits of prep.json, for the message
     num_markers: int = 0
+    invisible_characters: int = 0  # control and format characters normalised away before tokenization
 
     @property
     def lossy(self) -> bool:
@@ -39,7 +40,7 @@ class InputReport:
 
     @property
     def worth_a_warning(self) -> bool:
-        return self.lossy or self.empty
+        return self.lossy or self.empty or self.invisible_characters > 0
 
     def describe(self) -> str:
         if self.empty:
@@ -51,6 +52,9 @@ class InputReport:
         if self.overflow_words:
             parts.append(f"{self.overflow_words} OOV words ({self.unk_tokens} tokens) beyond the {self.num_markers} "
                          f"OOV markers read as <unk>, not copyable")
+        if self.invisible_characters:
+            parts.append(f"{self.invisible_characters} control or invisible characters replaced by spaces or "
+                         f"removed")
         return "; ".join(parts) if parts else "read whole"
 
 
