@@ -1,12 +1,16 @@
 """train.sh's terminal: fairseq-train's log read line by line (fairseq_plugins/runtime/training_log.py), in both of
 fairseq's line formats, with a clock the test moves."""
 import io
+import logging
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from conftest import ROOT
 
-from fairseq_plugins.runtime.training_log import Progress, failure_excerpt, follow, read_settings, read_stats
+from fairseq_plugins.runtime import training_time
+from fairseq_plugins.runtime.training_log import (Progress, clock_time, failure_excerpt, follow, read_settings,
+                                                   read_stats)
 
 STAMP = "2026-11-27 21:43:27 | INFO | "
 CONFIG = (STAMP + "fairseq_cli.train | {'_name': None, 'common': {'log_interval': 5}, 'optimization': {"
@@ -77,6 +81,36 @@ def test_the_nearest_budget_wins_epochs_and_stop_time_included():
     assert progress.line(inner(100, step=10, wall=60)).pop().endswith("10 updates/s  ETA 0:11")
     progress.budget.max_epoch = 1000  # 61,989 updates left at 10.1/s: the stop time (1,740 s) comes first
     assert progress.line(inner(101, step=11, wall=60)).pop().endswith("ETA 29:00")
+
+
+def loaded_clock_message(caplog, reset_meters: bool) -> str:
+    """The line runtime/training_time.py logs when a checkpoint that recorded 900 s of training is loaded."""
+    trainer = SimpleNamespace(_previous_training_time=900.0, _start_time=0.0, _cumulative_training_time=None)
+    with caplog.at_level(logging.INFO, logger=training_time.__name__):
+        training_time.restart_clock(trainer, "m/checkpoint_last.pt", reset_meters)
+    return STAMP + f"{training_time.__name__} | {caplog.records[-1].getMessage()}\n"
+
+
+def test_the_stop_time_counts_the_training_time_a_resumed_run_continues_from(caplog):
+    """fairseq's stop test counts the time the loaded checkpoint recorded (none for a fine-tuning start) plus the
+    time since it was loaded; its ``wall`` is 0 after a mid-epoch checkpoint and from 0 again after an epoch's
+    end, so it cannot serve."""
+    half_hour = CONFIG.replace("'max_update': 30", "'max_update': 0").replace("'stop_time_hours': 0.0",
+                                                                          "'stop_time_hours': 0.5")
+    loaded = STAMP + "fairseq.trainer | Loaded checkpoint m/checkpoint_last.pt (epoch 1 @ 20 updates)\n"
+    for reset_meters, earlier in ((False, 900), (True, 0)):
+        clock = Clock()
+        progress = Progress(clock=clock)
+        progress.line(half_hour)
+        progress.line(loaded)
+        progress.line(loaded_clock_message(caplog, reset_meters))
+        clock.now += 2  # fairseq's clock restarted at the load: 2 s before training began
+        progress.line(STAMP + "fairseq.trainer | begin training epoch 1\n")
+        etas = []
+        for update, wall in ((25, 0), (30, 0), (35, 7)):  # wall frozen at 0, then restarted at an epoch's end
+            clock.now += 10
+            etas.append(progress.line(inner(update, wall=wall)).pop().split("ETA ")[1])
+        assert etas == [clock_time(1800 - earlier - 2 - 10 * n) for n in (1, 2, 3)], reset_meters
 
 
 def test_a_run_without_a_budget_says_so():

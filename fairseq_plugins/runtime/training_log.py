@@ -12,9 +12,10 @@ warnings and errors, and why and when training stopped.  With ``--echo`` every l
 stderr as well (``train.sh --verbose``).  fairseq's ``simple`` and ``json`` log formats are read.
 
 The budget is read from fairseq's configuration line: ``--max-update``, ``--max-epoch`` (updates per epoch are
-known from the first progress line) and ``--stop-time-hours`` (against fairseq's cumulative ``wall`` time); the
-estimate takes the nearest.  Updates per second count wall time since this run began training, validations
-included, so the estimate includes them too.  The reader ignores SIGINT, SIGTERM and the Slurm signals: it runs
+known from the first progress line) and ``--stop-time-hours``, against the training time fairseq's stop test
+counts (``Progress.training_time``: a resumed run's earlier time included); the estimate takes the nearest.
+Updates per second count wall time since this run began training, validations included, so the estimate includes
+them too.  The reader ignores SIGINT, SIGTERM and the Slurm signals: it runs
 until fairseq-train closes the pipe, so that what fairseq logs while it stops is kept.
 """
 import json
@@ -31,6 +32,9 @@ SETTINGS = {"max_update": int, "max_epoch": int, "stop_time_hours": float, "log_
             "best_checkpoint_metric": str,
             "maximize_best_checkpoint_metric": lambda text: text == "True"}
 SHOWN_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+# What runtime/training_time.py logs when a checkpoint is loaded: the training time fairseq goes on from.
+TIME_CONTINUES = re.compile(r"training time continues from the ([\d.]+) h recorded in ")
+TIME_FROM_ZERO = "training time counts from 0 in this run"
 
 
 @dataclass
@@ -103,6 +107,8 @@ class Progress:
     maximize: bool = False
     start_time: Optional[float] = None  # when this run began training
     start_update: int = 0  # the update it resumed from
+    earlier_training_time: float = 0.0  # seconds of training the loaded checkpoint recorded, as fairseq counts them
+    loaded_at: Optional[float] = None  # when fairseq loaded that checkpoint and restarted its training clock
     updates_per_epoch: int = 0
     model: Dict[str, str] = field(default_factory=dict)
     log_interval: int = 100  # fairseq's default
@@ -160,12 +166,29 @@ class Progress:
         if loaded:
             self.start_update = int(loaded.group(3))
             return [f"resuming from update {self.start_update} ({loaded.group(1)})"]
+        self.training_clock(message)
         if self.start_time is None and (message.startswith("Start iterating") or message.startswith("begin training")):
             self.start_time = self.clock()
         if message.startswith("Stopping training due to") or message.startswith("done training in"):
             self.stopping = True
             return [message]
         return []
+
+    def training_clock(self, message: str) -> None:
+        """Notes the training time a loaded checkpoint recorded, and when fairseq's clock went on from it."""
+        continues = TIME_CONTINUES.match(message)
+        if continues or message.startswith(TIME_FROM_ZERO):
+            self.earlier_training_time = float(continues.group(1)) * 3600 if continues else 0.0
+            self.loaded_at = self.clock()
+
+    def training_time(self, stats: Dict[str, str]) -> Optional[float]:
+        """The seconds of training fairseq's --stop-time-hours test counts (``Trainer.cumulative_training_time``:
+        the time the loaded checkpoint recorded plus the time since it was loaded).  Without a loaded checkpoint's
+        time, fairseq's ``wall``, which starts with the trainer as its clock does; ``wall`` cannot serve after a
+        resume (0 on every line after a mid-epoch checkpoint, from 0 again after an epoch's end)."""
+        if self.loaded_at is not None:
+            return self.earlier_training_time + self.clock() - self.loaded_at
+        return float(stats["wall"]) if "wall" in stats else None
 
     def configure(self, settings: Dict[str, object]) -> None:
         self.budget = Budget(max_update=settings.get("max_update", 0), max_epoch=settings.get("max_epoch", 0),
@@ -202,8 +225,9 @@ class Progress:
         if self.budget.max_epoch and self.updates_per_epoch and "epoch" in stats and "step" in stats:
             left = (self.budget.max_epoch - int(stats["epoch"])) * self.updates_per_epoch
             estimates.append((left + self.updates_per_epoch - int(stats["step"])) / rate)
-        if self.budget.stop_time_hours and "wall" in stats:
-            estimates.append(self.budget.stop_time_hours * 3600 - float(stats["wall"]))
+        spent = self.training_time(stats) if self.budget.stop_time_hours else None
+        if spent is not None:
+            estimates.append(self.budget.stop_time_hours * 3600 - spent)
         return max(0.0, min(estimates)) if estimates else None
 
     def validation(self, stats: Dict[str, str]) -> str:
