@@ -172,6 +172,79 @@ def test_a_code_change_retrains_and_reuse_stale_keeps_the_system_and_says_so(tmp
     assert trains(reuse_stale=True) == (1, None)
 
 
+def test_the_training_code_covers_every_script_train_sh_sources_or_runs():
+    """Each script named outside comments by train.sh or a shell file it sources, and each module it runs with
+    python -m, is in the training code's digest: checkpoint_guard.py among them."""
+    import re
+
+    files = set(records.training_code("scitldr_small"))
+    launch = ROOT / "scripts" / "launch"
+    shells = {ROOT / "train.sh", ROOT / "scripts" / "lib.sh", launch / "common.sh"}
+    assert shells | {launch / "checkpoint_guard.py"} <= files
+    code = "\n".join(line for shell in files if shell.suffix == ".sh" for line in shell.read_text().splitlines()
+                     if not line.lstrip().startswith("#"))
+    named = [ROOT / name for name in re.findall(r"\b(scripts/[\w/.-]+\.(?:sh|py))\b", code)]
+    modules = [ROOT / (name.replace(".", "/") + ".py") for name in re.findall(r"-m (fairseq_plugins[\w.]+)", code)]
+    advice = {ROOT / "scripts" / "setup.sh"}  # named in lib.sh's error message, not run
+    assert modules and [path for path in named + modules if path.is_file() and path not in files | advice] == []
+
+
+def test_an_edit_to_a_script_train_sh_runs_trains_the_system_again(tmp_path, monkeypatch):
+    """A script that a script train.sh sources runs (checkpoint_guard.py from common.sh) is training code."""
+    root = tmp_path / "root"
+    (root / "scripts" / "launch").mkdir(parents=True)
+    (root / "configs").mkdir()
+    (root / "configs" / "cfg.conf").write_text("TRAIN_ARGS=(--lr 0.001)\n")
+    (root / "train.sh").write_text('source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"\n'
+                                   'source "$ROOT/scripts/launch/common.sh"\n')
+    (root / "scripts" / "lib.sh").write_text("ROOT=.\n")
+    (root / "scripts" / "launch" / "common.sh").write_text('# not run: "$ROOT/scripts/launch/old.py"\n'
+                                                           'python "$ROOT/scripts/launch/checkpoint_guard.py" "$D"\n')
+    guard = root / "scripts" / "launch" / "checkpoint_guard.py"
+    guard.write_text("KEEP = 1\n")
+    for script in (compare, records):
+        monkeypatch.setattr(script, "ROOT", root)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "prep.json").write_text("{}")
+    exp = RecordingExperiment(tmp_path / "work")
+    system = ("pgn", "cfg", [], None, 9)
+
+    def trains():
+        before = len(exp.commands)
+        compare.train(exp, data, system, retrain=False)
+        return len(exp.commands) - before
+
+    assert trains() == 1 and trains() == 0
+    guard.write_text("KEEP = 2\n")
+    assert trains() == 1 and trains() == 0
+
+
+def test_a_stored_record_with_an_input_the_wanted_one_lacks_is_not_reused(tmp_path):
+    """Records are compared both ways: an entry only one of them holds (a word2vec input) means another training,
+    and the reason names the entry and the side that holds it."""
+    exp = CountingExperiment(tmp_path / "work")
+    data, model = tmp_path / "data", tmp_path / "work" / "models" / "pgn"
+    data.mkdir()
+    (data / "prep.json").write_text("{}")
+    plain = records.training_record("lcsts_char", ["--max-update", "3"], data)
+    with_vectors = records.training_record("lcsts_char", ["--max-update", "3"], data, inputs={"w2v": "ab" * 32})
+    model.mkdir(parents=True)
+    (model / "train_seconds").write_text("1.0\n")
+    (exp.logs / "train.log").write_text(exp.LOG)
+
+    def verdict(stored, want):
+        (model / records.RECORD).write_text(json.dumps(stored))
+        return records.reuse_verdict(exp, model, "train.log", want, saves=False)
+
+    assert verdict(plain, plain) == (None, None) and verdict(with_vectors, with_vectors) == (None, None)
+    assert verdict(with_vectors, plain) == ("its record holds inputs, which the wanted record lacks", None)
+    assert verdict(plain, with_vectors) == ("the wanted record holds inputs, which its record lacks", None)
+    (model / records.RECORD).write_text(json.dumps(dict(with_vectors, code=dict(plain["code"], sha256="0" * 64))))
+    reason, kept = records.reuse_verdict(exp, model, "train.log", plain, reuse_stale=True, saves=False)
+    assert kept is None and "inputs" in reason and "code" in reason  # --reuse-stale keeps only a code change
+
+
 class CountingExperiment(Experiment):
     """Counts the commands; each writes the log ``LOG`` and nothing else (a training with --no-save)."""
 

@@ -5,9 +5,10 @@ the records.  ``provenance`` is the line of a results table that says where and 
 
 A training record (MODEL/training.json) holds the train.sh options, the config file's text, the data's prep.json,
 a continued system's parent record, the digests of other inputs (a word2vec file) and the code: one SHA-256 of
-train.sh, scripts/lib.sh, the launchers' common.sh, the config chain and fairseq_plugins/, with fairseq's and
-torch's versions and the commit.  Records are compared with the options as fairseq reads them (any order) and the
-code without its commit (``comparable``).
+train.sh and every script it sources or runs (scripts/lib.sh, the launchers' common.sh, checkpoint_guard.py, ...),
+the config chain and fairseq_plugins/, with fairseq's and torch's versions and the commit.  Records are compared
+with the options as fairseq reads them (any order) and the code without its commit (``comparable``); an entry
+that only one of two records holds makes them differ.
 """
 import hashlib
 import importlib.metadata
@@ -19,9 +20,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
-from lib import ROOT, Experiment, option_groups
+from lib import ROOT, Experiment, invocation, option_groups
 
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
@@ -91,12 +92,37 @@ def config_chain(config: str) -> list:
     return chain
 
 
+# A script a shell file sources or runs, by its path from the repository ("$ROOT/scripts/lib.sh") or from the
+# shell file's folder ("$(dirname "${BASH_SOURCE[0]}")/scripts/lib.sh"): its base and its path.
+NAMED_SCRIPT = re.compile(r'(\$ROOT|\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\))/([\w./-]+\.(?:sh|py))\b')
+
+
+def named_scripts(shell: Path) -> list:
+    """The .sh and .py files the shell file ``shell`` names outside its comment lines (sourced, run or set)."""
+    code = "\n".join(line for line in shell.read_text(encoding="utf-8").splitlines()
+                     if not line.lstrip().startswith("#"))
+    return [(ROOT if base == "$ROOT" else shell.parent) / name for base, name in NAMED_SCRIPT.findall(code)]
+
+
+def script_closure(script: Path) -> list:
+    """``script`` and every script it names, and every script those shell files name, recursively (the ones
+    that exist)."""
+    closure, todo = [], [script]
+    while todo:
+        path = Path(os.path.normpath(todo.pop()))
+        if path in closure or not path.is_file():
+            continue
+        closure.append(path)
+        if path.suffix == ".sh":
+            todo += named_scripts(path)
+    return closure
+
+
 def training_code(config: str) -> list:
-    """The files a training runs: train.sh and what it sources (scripts/lib.sh, the launchers' common.sh), the
-    config and the configs it sources, and every module of fairseq_plugins/."""
-    scripts = [ROOT / "train.sh", ROOT / "scripts" / "lib.sh", ROOT / "scripts" / "launch" / "common.sh"]
-    return [path for path in scripts if path.is_file()] + config_chain(config) + sorted(
-        (ROOT / "fairseq_plugins").rglob("*.py"))
+    """The files a training runs: train.sh and every script it sources or runs (``script_closure``: scripts/lib.sh,
+    the launchers' common.sh, checkpoint_guard.py, ...), the config and the configs it sources, and every module of
+    fairseq_plugins/ (which the python -m commands of those scripts run)."""
+    return script_closure(ROOT / "train.sh") + config_chain(config) + sorted((ROOT / "fairseq_plugins").rglob("*.py"))
 
 
 def training_record(config: str, options: Sequence, data: Path, parent: Optional[dict] = None,
@@ -181,12 +207,26 @@ def reuse_verdict(exp: Experiment, model: Path, log_name: str, want: dict, reuse
     if have is None:
         return f"no {RECORD} (trained before training records existed), so its options cannot be checked", None
     compared_have, compared_want = comparable(have), comparable(want)
-    changed = [key for key in compared_want if compared_have.get(key) != compared_want[key]]
-    if changed == ["code"] and reuse_stale:
+    changed = [key for key in compared_want if key in compared_have and compared_have[key] != compared_want[key]]
+    one_sided = one_sided_entries(compared_have, compared_want)
+    if changed == ["code"] and not one_sided and reuse_stale:
         return None, (have.get("code") or {}).get("commit") or "unrecorded"
-    if "code" in changed:
-        changed[changed.index("code")] = "code (fairseq_plugins/, train.sh, its config, fairseq or torch)"
-    return (f"its {', '.join(changed)} changed" if changed else None), None
+    reasons = ([f"its {', '.join(map(describe_entry, changed))} changed"] if changed else []) + one_sided
+    return ("; ".join(reasons) or None), None
+
+
+def describe_entry(key: str) -> str:
+    """A record's entry as a reason names it."""
+    return "code (fairseq_plugins/, train.sh and the scripts it runs, its config, fairseq or torch)" \
+        if key == "code" else key
+
+
+def one_sided_entries(have: dict, want: dict) -> list:
+    """The reasons why the stored record ``have`` and the wanted ``want`` differ by entries only one of them holds
+    (an input the other lacks), one per side: empty when both hold the same entries."""
+    sides = (("its record", "the wanted record", have, want), ("the wanted record", "its record", want, have))
+    return [f"{holder} holds {', '.join(extra)}, which {other} lacks" for holder, other, holds, lacks in sides
+            if (extra := [key for key in holds if key not in lacks])]
 
 
 def resume_point(model: Path, want: dict) -> Optional[float]:
@@ -235,3 +275,9 @@ def test_data(data: Path) -> list:
     """The prepared files a decode of the test split reads."""
     return [data / "prep.json", *(data / "bin").glob("dict*.txt"), *(data / "bin").glob("test.*"),
             *(data / "tok").glob("test.*")]
+
+
+def made_header(script: str, argv: Optional[Sequence[str]] = None, note: str = "") -> List[str]:
+    """The lines a results file opens with after its title: the command that made it (lib's ``invocation``), a blank
+    line, then ``provenance``'s commit, date, machine and versions, followed by ``note``."""
+    return [f"Command: `{invocation(script, argv)}`", "", provenance(note).rstrip()]
