@@ -427,10 +427,15 @@ def synthetic_results():
             "pgn_lstm": row(2000.0, 0.36, 50.0, 48.0, 60.0, 54.0)}
 
 
+MADE = "Made at commit abc1234 on 2026-12-01 10:00 UTC: a CPU, 2 logical CPUs; no GPU."  # records.provenance's form
+
+
 def test_report_ratios_and_targets():
-    machine = {"description": "CPU: test", "caches": "L2 1 MiB per CPU", "peak_gflops": 290.0,
-               "peak_sizes": [2048], "peak_before": 280.0, "peak_after": 290.0}
+    machine = {"command": "Command: `python scripts/bench/throughput.py`", "made": MADE, "description": "CPU: test",
+               "caches": "L2 1 MiB per CPU", "peak_gflops": 290.0, "peak_sizes": [2048], "peak_before": 280.0,
+               "peak_after": 290.0}
     text = throughput.report(synthetic_results(), bench_args(), Path("bin"), "valid", 200, machine, [])
+    assert text.splitlines()[:3] == ["Command: `python scripts/bench/throughput.py`", MADE, "CPU: test"]
     lines = set(text.splitlines())
     for expected in (
             "ratio pgn_lstm / onmt_copy_cov, training tokens/s: 2.00 (target >= 1.5: met)",
@@ -451,8 +456,9 @@ def test_report_ratios_and_targets():
 
 
 def test_report_of_the_new_rows_and_the_rl_row():
-    machine = {"description": "CPU: test", "caches": "L2 1 MiB per CPU", "peak_gflops": 100.0, "peak_sizes": [2048],
-               "peak_before": 100.0, "peak_after": 100.0}
+    machine = {"command": "Command: `python scripts/bench/throughput.py`", "made": MADE, "description": "CPU: test",
+               "caches": "L2 1 MiB per CPU", "peak_gflops": 100.0, "peak_sizes": [2048], "peak_before": 100.0,
+               "peak_after": 100.0}
     results = synthetic_results()
     results["pgn_lstm_paulus2017"] = dict(results["pgn_lstm"], train_wps=1500.0,
                                           train_flop_shares={"encoder": 0.4, "output layer": 0.35, "x": 0.2, "y": 0.05})
@@ -480,6 +486,18 @@ def test_report_of_the_new_rows_and_the_rl_row():
     rl["ratio"] = 1.5
     text = throughput.report(results, bench_args(), Path("bin"), "valid", 200, machine, [], rl)
     assert "ratio self_critical_rouge / ML update of pgn_lstm, seconds per update: 1.50 (target <= 2: met)" in text
+
+
+def test_the_machine_names_the_command_and_the_commit_the_report_opens_with():
+    """throughput.py's report and JSON open with the command as a shell takes it and records.made_header's commit,
+    date and machine, before machine.py's description."""
+    argv = ["--models", "lstm", "--device", "cpu", "--peak-sizes", "64", "--work", "runs/my bench"]
+    machine = throughput.measure_machine(throughput.parse_args(argv))
+    assert machine["command"] == "Command: `python scripts/bench/throughput.py --models lstm --device cpu " \
+        "--peak-sizes 64 --work 'runs/my bench'`"
+    assert re.match(r"Made at commit [0-9a-f]{7,40}\+? on \d{4}-\d\d-\d\d \d\d:\d\d UTC: .*logical CPUs; "
+                    r"(no GPU|GPU .*); fairseq-fixed \S+, torch \S+\.$", machine["made"]), machine["made"]
+    assert list(machine)[:3] == ["command", "made", "description"] and machine["description"].startswith("CPU: ")
 
 
 # ---------------------------------------------------------------------------------------------- tiny runs

@@ -26,7 +26,8 @@ batch: what a phase adds is its peak minus that.
     OMP_NUM_THREADS=1 python scripts/bench/dca_scale.py [--lengths 400,800,1600,3000] [--models dca_lstm,pgn_lstm]
         [--steps 2] [--beam 4] [--summary-len 100] [--threads 1] [--work runs/dca_scale] [--out FILE]
 
-The machine is shared: the load average before and after is printed with the table, and the figures are only
+The report opens with the command, the commit and the machine (scripts/experiments/records.py made_header).  The
+machine is shared: the load average before and after is printed with the table, and the figures are only
 comparable within one run.
 """
 import argparse
@@ -42,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 from corpora import CNNDM, cnndm_documents, require  # noqa: E402
+from records import made_header  # noqa: E402
+
 BATCH = 8
 ARTICLES_PER_DOCUMENT = 8
 VOCAB_ARTICLES = 2000
@@ -234,6 +237,21 @@ def growth(results, lengths, models) -> str:
     return "\n".join(parts)
 
 
+def report_text(args, results, lengths, models, loads, seconds: float) -> str:
+    """The report: the title, the command, commit and machine (records.made_header), the setup, the load average
+    before and after (``loads``), the table and the growth lines."""
+    return "\n".join([
+        f"# dca_lstm and pgn_lstm against input length (scripts/bench/dca_scale.py, {time.strftime('%Y-%m-%d')})",
+        "", *made_header("bench/dca_scale.py", args.argv), "",
+        f"Batch of {BATCH} CNN/DM documents; sizes emb 128 (shared), hidden 256; dca_lstm: M = 3, K = 2; "
+        f"decoding: beam {args.beam}, every summary {args.summary_len} tokens; {args.threads} thread(s) per "
+        f"process; training time = median of {args.steps} steps after a warm-up.",
+        f"Measured UNDER LOAD on a shared machine ({os.cpu_count()} CPUs; load average {loads[0][0]:.2f} "
+        f"before, {loads[1][0]:.2f} after; {seconds:.0f} s in all): compare rows within this table only.",
+        "", table(results, lengths, models), "", growth(results, lengths, models), "",
+    ])
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="400,800,1600,3000", help="input lengths in tokens")
@@ -250,6 +268,7 @@ def parse_args(argv=None):
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.work = args.work.resolve()
+    args.argv = sys.argv[1:] if argv is None else argv
     return args
 
 
@@ -275,22 +294,7 @@ def main(argv=None):
         for model in models:
             for phase in ("train", "decode"):
                 results[(model, length, phase)] = run_worker(args, model, length, phase)
-    load_after = os.getloadavg()
-    report = "\n".join([
-        f"# dca_lstm and pgn_lstm against input length (scripts/bench/dca_scale.py, {time.strftime('%Y-%m-%d')})",
-        "",
-        f"Batch of {BATCH} CNN/DM documents; sizes emb 128 (shared), hidden 256; dca_lstm: M = 3, K = 2; "
-        f"decoding: beam {args.beam}, every summary {args.summary_len} tokens; {args.threads} thread(s) per "
-        f"process; training time = median of {args.steps} steps after a warm-up.",
-        f"Measured UNDER LOAD on a shared machine ({os.cpu_count()} CPUs; load average {load_before[0]:.2f} "
-        f"before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all): compare rows within this "
-        f"table only.",
-        "",
-        table(results, lengths, models),
-        "",
-        growth(results, lengths, models),
-        "",
-    ])
+    report = report_text(args, results, lengths, models, (load_before, os.getloadavg()), time.time() - started)
     print(report)
     out = args.out or args.work / "dca_scale.md"
     out.parent.mkdir(parents=True, exist_ok=True)

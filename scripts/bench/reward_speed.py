@@ -37,7 +37,8 @@
    scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
    sys.path): it returns the figures as a dict (see its docstring).
 
-Set OMP_NUM_THREADS=1 on a machine shared with other jobs.
+Every run prints the command, the commit and the machine first (scripts/experiments/records.py made_header, and
+machine.py's description with the thread count).  Set OMP_NUM_THREADS=1 on a machine shared with other jobs.
 """
 import argparse
 import copy
@@ -51,6 +52,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(Path(__file__).resolve().parent))
+sys.path.append(str(ROOT / "scripts" / "experiments"))
+from records import made_header  # noqa: E402
+from machine import describe_machine  # noqa: E402
 
 PAD, EOS, UNK = 1, 2, 3
 RL_TARGET = 2.0  # one self_critical_rouge update costs at most 2 x one ML update
@@ -357,6 +362,11 @@ def print_updates(result: dict) -> None:
           f"reference {result['reference_len']:.1f}", flush=True)
 
 
+def header_lines(argv) -> list:
+    """What a run prints first: its command and commit (records.made_header), then the machine and its threads."""
+    return [*made_header("bench/reward_speed.py", argv), f"Machine: {describe_machine()}", ""]
+
+
 def target_text(ratio: float) -> str:
     """The target for an RL/ML ratio, met or missed."""
     return f"target <= {RL_TARGET:g}: {'met' if ratio <= RL_TARGET else 'MISSED'}"
@@ -387,6 +397,7 @@ def main(argv=None):
     parser.add_argument("--floor", action="store_true",
                         help="time the parts an RL update cannot do without, against an ML update (floor_speed)")
     args = parser.parse_args(argv)
+    print("\n".join(header_lines(argv)), flush=True)
     if args.floor:
         if args.data_bin is None:
             parser.error("--floor needs --data-bin")

@@ -14,8 +14,9 @@ other (never two at once, so they do not share the cores):
      a time (aiohttp's client), a fixed number of requests, so each level stops by itself.  Documents/s and the
      p50/p95/p99 latency per level.
 The issue's targets, checked in the table: at concurrency 16 at least 0.7x the offline (in-process) documents/s;
-p95 at concurrency 1 at most 1.5x the median single hub call.  The report says how loaded the machine was (the
-load average before and after), since other jobs share the cores.
+p95 at concurrency 1 at most 1.5x the median single hub call.  The report opens with the command, the commit and
+the machine (scripts/experiments/records.py made_header) and says how loaded the machine was (the load average before
+and after), since other jobs share the cores.
 """
 import argparse
 import asyncio
@@ -34,6 +35,8 @@ from typing import Dict, List
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "scripts" / "experiments"))
+from records import made_header  # noqa: E402
 
 
 def percentile(values: List[float], q: float) -> float:
@@ -121,7 +124,7 @@ def report(args, documents, offline_sh, hub, levels, load_before, load_after) ->
     offline_rate = n / hub["batch_seconds"]
     single = statistics.median(hub["single_seconds"])
     lines = ["# summ-serve under load (scripts/bench/serve_load.py)", "",
-             f"Command: `python scripts/bench/serve_load.py {' '.join(sys.argv[1:])}`", "",
+             *made_header("bench/serve_load.py", args.argv), "",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, OMP_NUM_THREADS="
              f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; load average {load_before:.1f} before and "
              f"{load_after:.1f} after: **other jobs shared the cores**, so the figures are lower bounds and noisy.",
@@ -159,6 +162,7 @@ def main(argv=None) -> int:
     parser.add_argument("--options", type=json.loads, default={}, help="decoding options as JSON")
     parser.add_argument("--output", type=Path, help="write the table here too (markdown)")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     levels = [int(c) for c in args.concurrency.split(",")]
     documents = args.input.read_text(encoding="utf-8").split("\n")[:args.documents]
     if len(documents) < args.documents or min(levels) < 1:

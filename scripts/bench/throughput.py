@@ -6,8 +6,8 @@ One invocation trains every model on the same data with the same sizes, seed, to
 updates, decodes the same N sentences with each (same beam, maximum length and batch size), with and without
 trigram blocking, for fixed-length and for the models' own lengths, and prints:
 
-- the machine: CPU model, caches, thread count, and the fp32 matrix-multiply peak measured with torch
-  (machine.py), before and after the runs;
+- the command, the commit and the machine (scripts/experiments/records.py made_header), then the CPU model, caches,
+  thread count, and the fp32 matrix-multiply peak measured with torch (machine.py), before and after the runs;
 - training: target tokens/s (fairseq's ``wps`` / OpenNMT-py's target "tok/s" of the logged intervals after the
   first, warm-up one), the model's FLOPs per target token counted analytically (flops.py), achieved GFLOP/s,
   model FLOPs utilisation (MFU = achieved / measured peak), peak resident memory, and the ratio to pgn_lstm;
@@ -96,6 +96,7 @@ from peers import onmt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+from records import made_header  # noqa: E402
 from throughput_measures import add_utilisation, measure_quantize, measure_rl  # noqa: E402
 from throughput_report import decode_key, median_run, quantize_lines, report  # noqa: E402
 from throughput_runners import (ALL_MODELS, LENGTHS, MODELS, REFERENCE, ROW_ORDER, TARGETS, OnmtRows,  # noqa: E402
@@ -219,13 +220,16 @@ def parse_args(argv=None):
         parser.error(f"--quantize needs the {REFERENCE} row (its checkpoint) or --quantize-checkpoint")
     if args.quantize_checkpoint is not None and not args.quantize_checkpoint.is_file():
         parser.error(f"--quantize-checkpoint: no file {args.quantize_checkpoint}")
+    args.argv = sys.argv[1:] if argv is None else argv
     return args
 
 
 def measure_machine(args) -> dict:
+    """The machine, with the command and the commit (records.made_header), and the matmul peak before the runs."""
     peak, _, _ = matmul_peak(args.peak_sizes, device=args.device)
-    return {"description": describe_machine(), "caches": cache_sizes().describe(), "peak_before": peak,
-            "peak_sizes": args.peak_sizes}
+    command, _, made = made_header("bench/throughput.py", args.argv)
+    return {"command": command, "made": made, "description": describe_machine(), "caches": cache_sizes().describe(),
+            "peak_before": peak, "peak_sizes": args.peak_sizes}
 
 
 def main(argv=None):
@@ -294,7 +298,7 @@ def main(argv=None):
     if results:
         print(report(results, args, bin_dir, split, sentences, machine, notes, rl))
     else:  # --models none: the machine and the int8 rows only
-        print("\n".join([machine["description"], f"data {bin_dir}", *notes]))
+        print("\n".join([machine["command"], machine["made"], machine["description"], f"data {bin_dir}", *notes]))
     if quantized:
         print("\n".join(quantize_lines(quantized, args, split, sentences)))
     if args.json:

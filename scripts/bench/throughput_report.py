@@ -80,6 +80,8 @@ def report(results: dict, args, bin_dir: Path, split: str, sentences: int, machi
     ref = results.get(REFERENCE)
     width = max([14] + [len(name) for name in results])  # the model column
     lines = [
+        machine["command"],
+        machine["made"],
         machine["description"],
         f"caches: {machine['caches']}",
         f"fp32 matmul peak: {machine['peak_gflops']:.1f} GFLOP/s (best of n = "

@@ -80,10 +80,12 @@ class Experiment:
 
 
 def invocation(script: str, argv: Optional[Sequence[str]] = None) -> str:
-    """The command line that ran scripts/experiments/SCRIPT with ARGV (default: this process's arguments), quoted
-    as a shell takes it: what a results file prints as the command that made it."""
+    """The command line that ran SCRIPT (a file of scripts/experiments, or a path under scripts/ such as
+    "bench/serve_load.py") with ARGV (default: this process's arguments), quoted as a shell takes it: what a
+    results file prints as the command that made it."""
     args = sys.argv[1:] if argv is None else argv
-    return " ".join(["python", f"scripts/experiments/{script}", *(shlex.quote(str(arg)) for arg in args)])
+    path = f"scripts/{script}" if "/" in script else f"scripts/experiments/{script}"
+    return " ".join(["python", path, *(shlex.quote(str(arg)) for arg in args)])
 
 
 def run_logged(cmd: Sequence, log_file: Path, env: Optional[dict] = None, append: bool = False,

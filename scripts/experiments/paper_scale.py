@@ -52,6 +52,7 @@ from typing import List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpora import CNNDM, LCSTS, cnndm_documents, lcsts_convert, require  # noqa: E402
 from lib import ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
+from records import made_header  # noqa: E402
 
 DRY_RUN_UPDATES = 3
 GPU_DRY_RUN_UPDATES = 6  # on a GPU: cheap, and the first updates there also pay for cuDNN's and cuBLAS's set-up
@@ -547,12 +548,33 @@ def gpu_lines(table: Table, rows: List[dict], batch: int) -> List[str]:
     return lines
 
 
-def write_all(args) -> None:
-    """--table all: every table's dry run, one after another, in one file (``--out``) with the command and the
-    machine."""
+def dry_run_header(args, seconds: float) -> list:
+    """--table all's report opens with the command, commit and machine (records.made_header), the load and time of
+    the run (``seconds``) and what each column holds."""
     sys.path.insert(0, str(ROOT / "scripts" / "bench"))
     from machine import describe_machine
 
+    load = os.getloadavg()
+    return ["# The seed tables at paper scale: dry run", "", *made_header("paper_scale.py", args.argv), "",
+            f"Machine: {describe_machine()}; load average {load[0]:.1f} at the end (other jobs shared the cores). "
+            + ("" if args.reuse else f"{seconds / 60:.0f} min in all.")
+            + (" With --reuse: the tables were run one by one before, two at a time, by "
+               "`paper_scale.py --table NAME --work WORK/NAME` (with this command's --dry-run-batch or "
+               "--batch-for batch and memory limit), and reused here." if args.reuse else ""), "",
+            "Per system: parameters (fairseq's count), the vocabulary (fairseq's dictionary: the paper's words, 4 "
+            "specials, the OOV markers), the peak RSS of the process that built it and ran 3 updates at the "
+            "batch said (with, in brackets, what the interpreter, torch and fairseq took before), the wall "
+            "seconds of updates 2-3 here (1 thread), the days the paper's updates would take here at that speed "
+            "(when the dry run measured the paper's batch), and flops.py's analytic FLOPs of one update at the "
+            "paper's batch and of the paper's whole run (scripts/experiments/paper_scale.py's docstring).  The "
+            "FLOPs are the model's work: an RNN on a GPU reaches a small fraction of its peak (the CPU "
+            "benchmark's utilisation: docs/results/throughput_cpu_peers.txt), so divide by the FLOP/s a GPU "
+            "sustains on these models, not by its peak.", ""]
+
+
+def write_all(args) -> None:
+    """--table all: every table's dry run, one after another, in one file (``--out``) with the command, the commit
+    and the machine."""
     started = time.time()
     sections = []
     batches = dict(item.split("=") for item in args.batch_for)
@@ -564,23 +586,7 @@ def write_all(args) -> None:
             dry_run(table, work, batch, 1, args.dry_run_memory_limit)
         done = json.loads(report.read_text(encoding="utf-8"))
         sections.append(report_text(table, done["rows"], done["batch"]))
-    command = "python scripts/experiments/paper_scale.py " + shlex.join(sys.argv[1:])
-    load = os.getloadavg()
-    header = ["# The seed tables at paper scale: dry run", "", f"Command: `{command}`", "",
-              f"Machine: {describe_machine()}; load average {load[0]:.1f} at the end (other jobs shared the cores). "
-              + ("" if args.reuse else f"{(time.time() - started) / 60:.0f} min in all.")
-              + (" With --reuse: the tables were run one by one before, two at a time, by "
-                 "`paper_scale.py --table NAME --work WORK/NAME` (with this command's --dry-run-batch or "
-                 "--batch-for batch and memory limit), and reused here." if args.reuse else ""), "",
-              "Per system: parameters (fairseq's count), the vocabulary (fairseq's dictionary: the paper's words, 4 "
-              "specials, the OOV markers), the peak RSS of the process that built it and ran 3 updates at the "
-              "batch said (with, in brackets, what the interpreter, torch and fairseq took before), the wall "
-              "seconds of updates 2-3 here (1 thread), the days the paper's updates would take here at that speed "
-              "(when the dry run measured the paper's batch), and flops.py's analytic FLOPs of one update at the "
-              "paper's batch and of the paper's whole run (scripts/experiments/paper_scale.py's docstring).  The "
-              "FLOPs are the model's work: an RNN on a GPU reaches a small fraction of its peak (the CPU "
-              "benchmark's utilisation: docs/results/throughput_cpu_peers.txt), so divide by the FLOP/s a GPU "
-              "sustains on these models, not by its peak.", ""]
+    header = dry_run_header(args, time.time() - started)
     args.out.write_text("\n".join(header) + "\n" + "\n".join(sections), encoding="utf-8")
     print(f"wrote {args.out}")
 
@@ -602,6 +608,7 @@ def main(argv=None):
     parser.add_argument("--reuse", action="store_true",
                         help="--table all: keep a table's WORK/TABLE/dry_run.json made at the same batch")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     unknown = [item for item in args.batch_for if item.split("=")[0] not in TABLES or "=" not in item]
     if unknown:
         parser.error(f"--batch-for {unknown[0]}: give TABLE=N with a table of {', '.join(TABLES)}")

@@ -14,8 +14,9 @@ Runs the command a user runs, twice:
      documents in WORK/page.html);
   2. against the article's first 400 tokens, the part See et al.'s models read (their ``max_enc_steps``), for
      the novel n-grams and copied sentences only.
-and writes OUT.md (the command lines, both tables and the paper's figures) from the two JSON files.  The
-section comparing with the paper is prose written for this run (the constant ``COMPARISON``), marked as such.
+and writes OUT.md (its command, commit and machine, summ-analyze's command lines, both tables and the paper's
+figures) from the two JSON files.  The section comparing with the paper is prose written for this run (the
+constant ``COMPARISON``), marked as such.
 """
 import argparse
 import json
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpora import CNNDM, cnndm_documents  # noqa: E402
 from lib import ROOT, Experiment, write_lines  # noqa: E402
+from records import made_header  # noqa: E402
 
 SYSTEMS = ("baseline", "pointer_gen", "pointer_gen_cov")
 ENCODER_STEPS = 400  # See et al., section 5: articles truncated to 400 tokens for training and test
@@ -107,8 +109,9 @@ def report(args, full_cmd, cut_cmd, full, cut) -> str:
     lines = [
         "# See et al. (2017)'s released CNN/DM outputs: novel n-grams, copied sentences, fragments, repetition",
         "",
-        f"Written by `scripts/experiments/see2017_abstractiveness.py` ({full['documents']:,} documents of "
-        "`../shared/data/cnndm_see2017/part_a.jsonl.gz`, sorted by id). Commands:",
+        *made_header("see2017_abstractiveness.py", args.argv), "",
+        f"{full['documents']:,} documents of `../shared/data/cnndm_see2017/part_a.jsonl.gz`, sorted by id. "
+        "summ-analyze's commands:",
         "", f"    {shown(full_cmd)}", f"    {shown(cut_cmd)}", "",
         "Tokens are the released (lower-cased, PTB-tokenized) whitespace tokens; sentences are the released "
         "sentences (joined with `<q>`). Each cell: pooled over the corpus, the per-document mean in brackets "
@@ -123,12 +126,13 @@ def report(args, full_cmd, cut_cmd, full, cut) -> str:
     return "\n".join(lines)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "see2017_abstractiveness")
     parser.add_argument("--docs", type=int, default=0, help="only the first N documents (0: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "see2017_abstractiveness")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if not CNNDM.is_file():
         sys.exit(f"{CNNDM} not found (needs ../shared/data beside the repository)")
     exp = Experiment("see2017_abstractiveness", args.work)

@@ -27,7 +27,8 @@ Both are then prepared by preprocess.sh with the config's PREP_ARGS (vocabulary 
 
 Writes, under WORK:
   loss_curves.png    the training loss of both runs per update (and a 10-update moving mean)
-  loss_table.md      the loss every 10 updates (at that update and the mean of the 10 updates ending there)
+  loss_table.md      the command, commit and machine, then the loss every 10 updates (at that update and the
+                     mean of the 10 updates ending there)
   losses.csv         every update's loss and nll_loss for both runs
   logs/              every command's output
   models/VARIANT/    each run's training record (scripts/experiments/records.py; the runs save no checkpoint):
@@ -47,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpora import CNNDM, cnndm_lines, require  # noqa: E402
 from lib import ROOT, Experiment, config_array  # noqa: E402
+from records import made_header  # noqa: E402
 from records import train_or_reuse, training_record  # noqa: E402
 
 SCITLDR = ROOT / "data" / "scitldr"
@@ -151,12 +153,24 @@ def write_outputs(curves: dict, args, setup: str) -> None:
         writer.writerow(["update"] + [f"{n}_{k}" for n in names for k in ("loss", "nll_loss")])
         for u in updates:
             writer.writerow([u] + [v for n in names for v in curves[n][u]])
-
     loss = {n: [curves[n][u][0] for u in updates] for n in names}
     mean = {n: moving_mean(loss[n]) for n in names}
-    rows = [u for u in updates if u == 1 or u % 10 == 0 or u == args.updates]
+    lines = loss_table(loss, mean, args, setup)
+    (args.work / "loss_table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    plot_curves(loss, mean, updates, args.work / "loss_curves.png")
+
+
+def loss_table(loss: dict, mean: dict, args, setup: str) -> list:
+    """loss_table.md: the title, the command, commit and machine (records.made_header), ``setup``, the loss of both
+    runs every 10 updates with its 10-update mean (``loss``, ``mean``: per variant, one value an update), and the
+    mean over the last 10 updates."""
+    names = list(VARIANTS)
+    rows = [u for u in range(1, args.updates + 1) if u == 1 or u % 10 == 0 or u == args.updates]
     lines = [
         f"# See et al. (2017)'s Adagrad accumulator: training loss, {args.updates} updates",
+        "",
+        *made_header("see2017_adagrad.py", args.argv),
         "",
         setup,
         "",
@@ -171,18 +185,18 @@ def write_outputs(curves: dict, args, setup: str) -> None:
         lines.append(f"| {u} | " + " | ".join(f"{loss[n][u - 1]:.3f}" for n in names) + " | "
                      + " | ".join(f"{mean[n][u - 1]:.3f}" for n in names) + " |")
     last = min(10, args.updates)
-    lines += ["", f"Mean loss over the last {last} updates: "
-              + "; ".join(f"{n} {sum(loss[n][-last:]) / last:.3f}" for n in names) + "."]
-    (args.work / "loss_table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+    return lines + ["", f"Mean loss over the last {last} updates: "
+                    + "; ".join(f"{n} {sum(loss[n][-last:]) / last:.3f}" for n in names) + "."]
 
+
+def plot_curves(loss: dict, mean: dict, updates: list, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for n, color in zip(names, ("tab:red", "tab:blue")):
+    for n, color in zip(VARIANTS, ("tab:red", "tab:blue")):
         ax.plot(updates, loss[n], color=color, alpha=0.3, linewidth=0.8)
         ax.plot(updates, mean[n], color=color, linewidth=2, label=f"{VARIANTS[n][0]} (10-update mean)")
     ax.set_xlabel("update")
@@ -191,10 +205,10 @@ def write_outputs(curves: dict, args, setup: str) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(args.work / "loss_curves.png", dpi=120)
+    fig.savefig(path, dpi=120)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=200, help="updates per run (default 200)")
     parser.add_argument("--data", choices=("cnndm", "scitldr"), default="cnndm")
@@ -206,7 +220,8 @@ def main():
     parser.add_argument("--vocab-size", type=int, help="override the config's vocabulary size (preprocessing)")
     parser.add_argument("--train-args", default="", help="more fairseq-train options for both runs, one string")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "see2017_adagrad")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.updates < 1:
         parser.error(f"--updates must be >= 1, got {args.updates}")
     if args.docs is not None and args.docs < 1:

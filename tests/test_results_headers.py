@@ -1,0 +1,104 @@
+"""The header of every script that writes a docs/results file: the command as a shell takes it, then the commit,
+date, machine and versions (scripts/experiments/records.py made_header, over records.provenance).  Checked for
+serve_load.py, dca_scale.py, reward_speed.py, paper_scale.py, see2017_abstractiveness.py and see2017_adagrad.py
+(throughput.py's in tests/test_bench.py), each report built from made-up figures: nothing is trained or timed."""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+import lib  # noqa: E402
+import records  # noqa: E402
+
+MADE = re.compile(r"Made at commit [0-9a-f]{7,40}\+? on \d{4}-\d\d-\d\d \d\d:\d\d UTC: .*logical CPUs; "
+                  r"(?:no GPU|GPU .*); fairseq-fixed \S+, torch \S+\.")
+
+
+def assert_made(lines: list, command: str) -> None:
+    """``lines`` open with made_header's three lines for ``command``."""
+    assert lines[0] == f"Command: `{command}`" and lines[1] == "", lines[:3]
+    assert MADE.match(lines[2]), lines[2]
+
+
+def test_made_header_names_a_bench_script_by_its_path_and_quotes_its_arguments():
+    lines = records.made_header("bench/x.py", ["--a", "b c"], "Seeds: 1.")
+    assert_made(lines, "python scripts/bench/x.py --a 'b c'")
+    assert len(lines) == 3 and lines[2].endswith(". Seeds: 1.")
+    assert not records.made_header("x.py", [])[2].endswith(" ")
+    assert lib.invocation("compare.py", ["--name", "a b"]) == "python scripts/experiments/compare.py --name 'a b'"
+
+
+def test_serve_load_report_opens_with_its_command_commit_and_machine():
+    import serve_load
+
+    argv = ["m", "--input", "docs.txt", "--options", '{"beam": 5}']
+    args = argparse.Namespace(model_dir=Path("m"), input=Path("docs.txt"), options={"beam": 5}, argv=argv)
+    hub = {"batch_seconds": 2.0, "single_seconds": [1.0, 1.5]}
+    text = serve_load.report(args, ["a", "b"], None, hub, {1: {"latencies": [1.0, 1.2], "wall": 2.2}}, 0.5, 0.7)
+    lines = text.splitlines()
+    assert lines[0].startswith("# summ-serve under load")
+    assert_made(lines[2:], "python scripts/bench/serve_load.py m --input docs.txt --options '{\"beam\": 5}'")
+    assert lines[6].startswith("Machine: ") and "OMP_NUM_THREADS=" in lines[6]
+
+
+def test_dca_scale_report_opens_with_its_command_commit_and_machine():
+    import dca_scale
+
+    results = {}
+    for model in ("dca_lstm", "pgn_lstm"):
+        for length in (400, 800):
+            results[(model, length, "train")] = {"seconds_per_step": 1.0, "peak_mb": 900.0, "idle_mb": 400.0}
+            results[(model, length, "decode")] = {"seconds_per_summary": 0.5, "peak_mb": 500.0}
+    args = argparse.Namespace(beam=4, summary_len=100, threads=1, steps=2, argv=["--lengths", "400,800"])
+    text = dca_scale.report_text(args, results, [400, 800], ["dca_lstm", "pgn_lstm"], ((3.0,), (2.0,)), 60.0)
+    lines = text.splitlines()
+    assert_made(lines[2:], "python scripts/bench/dca_scale.py --lengths 400,800")
+    assert "load average 3.00 before, 2.00 after" in text and "| 800 | pgn_lstm | 1.00 |" in text
+
+
+def test_reward_speed_prints_its_command_commit_and_machine_first():
+    import reward_speed
+
+    lines = reward_speed.header_lines(["--repeats", "1"])
+    assert_made(lines, "python scripts/bench/reward_speed.py --repeats 1")
+    assert lines[3].startswith("Machine: CPU: ") and "threads" in lines[3]
+
+
+def test_paper_scale_dry_run_report_opens_with_its_command_commit_and_machine():
+    import paper_scale
+
+    args = argparse.Namespace(argv=["--table", "all", "--reuse"], reuse=True)
+    lines = paper_scale.dry_run_header(args, 120.0)
+    assert lines[0] == "# The seed tables at paper scale: dry run"
+    assert_made(lines[2:], "python scripts/experiments/paper_scale.py --table all --reuse")
+    assert lines[6].startswith("Machine: CPU: ") and "With --reuse" in lines[6]
+
+
+def test_see2017_abstractiveness_report_opens_with_its_command_commit_and_machine():
+    import see2017_abstractiveness as abstractiveness
+
+    rows = abstractiveness.FIGURE_ROWS
+    data = {"documents": 2, "figures": {key: key for key in rows},
+            "systems": {name: {key: {"pooled": 1.0, "doc_mean": 1.0} for key in rows}
+                        for name in (*abstractiveness.SYSTEMS, "reference")}}
+    args = argparse.Namespace(out=Path("docs/results/see2017_abstractiveness"), argv=["--docs", "2"])
+    text = abstractiveness.report(args, ["summ-analyze", "--a"], ["summ-analyze", "--b"], data, data)
+    lines = text.splitlines()
+    assert_made(lines[2:], "python scripts/experiments/see2017_abstractiveness.py --docs 2")
+    assert lines[6].startswith("2 documents of ") and "    summ-analyze --a" in lines
+
+
+def test_see2017_adagrad_table_opens_with_its_command_commit_and_machine():
+    import see2017_adagrad
+
+    loss = {name: [9.0, 8.5, 8.0] for name in see2017_adagrad.VARIANTS}
+    args = argparse.Namespace(updates=3, argv=["--updates", "3", "--data", "scitldr"])
+    lines = see2017_adagrad.loss_table(loss, loss, args, "Data: scitldr.")
+    assert lines[0] == "# See et al. (2017)'s Adagrad accumulator: training loss, 3 updates"
+    assert_made(lines[2:], "python scripts/experiments/see2017_adagrad.py --updates 3 --data scitldr")
+    assert lines[6] == "Data: scitldr." and lines[-1] == "Mean loss over the last 3 updates: adagrad 8.500; " \
+        "adagrad_acc 8.500."
