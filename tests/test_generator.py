@@ -171,7 +171,9 @@ def test_ignored_tokens_may_repeat(loop_setup):
     model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
     options = dict(dictionary=dictionary, models=[model], min_len=10, max_len_b=10, block_ngram_repeat=2)
     ignored = best_tokens(generate(build(**options, block_ignore=","), src, lengths), dictionary.eos())
-    assert ignored == (cycle * 3)[:10]  # nothing blocked
+    unblocked = dict(options, block_ngram_repeat=0)
+    assert ignored == best_tokens(generate(build(**unblocked), src, lengths), dictionary.eos())  # nothing blocked
+    assert len(ignored) == 10 and has_repeat(ignored, n=2)
     strict = best_tokens(generate(build(**options), src, lengths), dictionary.eos())
     assert not has_repeat(strict, n=2)
 
@@ -181,8 +183,26 @@ def test_unk_is_never_blocked(loop_setup):
     unk = dictionary.unk()
     cycle = [unk, ids["a"]]  # <unk> a <unk> a ...: each <unk> is another unknown word
     model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
-    options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, block_ngram_repeat=2)
+    options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, block_ngram_repeat=2,
+                   allow_unk=True)
     assert best_tokens(generate(build(**options), src, lengths), dictionary.eos()) == (cycle * 4)[:8]
+
+
+@pytest.mark.parametrize("fairseq_loop", [False, True], ids=["project_loop", "fairseq_loop"])
+def test_unk_is_never_generated_unless_allowed(loop_setup, fairseq_loop):
+    """A model whose likeliest word is always <unk>: the search writes the next-best word instead, on both loops;
+    --allow-unk (a task option or a generation option) gives the old search back."""
+    dictionary, ids, src, lengths = loop_setup
+    unk = dictionary.unk()
+    table = loop_table(dictionary, [unk, ids["a"]])
+    table[:, unk] = 5.0
+    model = ScriptedModel.build(dictionary, table)
+    options = dict(dictionary=dictionary, models=[model], min_len=6, max_len_b=6, fairseq_beam_search=fairseq_loop)
+    banned = best_tokens(generate(build(**options), src, lengths), dictionary.eos())
+    assert len(banned) == 6 and unk not in banned
+    allowed = best_tokens(generate(build(**options, allow_unk=True), src, lengths), dictionary.eos())
+    assert allowed == [unk] * 6
+    assert best_tokens(generate(build({"allow_unk": True}, **options), src, lengths), dictionary.eos()) == allowed
 
 
 def test_the_sentence_separator_is_never_blocked():

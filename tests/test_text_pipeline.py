@@ -464,7 +464,11 @@ def test_restore_ids_nbest_and_errors(tmp_path, capsys):
     err = ok(restore, ["--prep", out / "prep.json", "--oov", tmp_path / "p.oov", "--generate-output", gen,
                        "--out", tmp_path / "hyp.txt", "--num-docs", "3"], capsys)
     assert lines(tmp_path / "hyp.txt") == ["the okapi and zebra", "", "gnu sat <unk>"]
-    assert "1 markers had no OOV word" in err and "1 empty summaries" in err
+    assert "1 markers had no OOV word" in err and "1 empty summaries" in err and "<unk> tokens" not in err
+    write(tmp_path / "unk.txt", ["H-0\t-0.1\tthe <unk> sat", "H-1\t-0.1\t<unk> <unk>", "H-2\t-0.1\tgnu"])
+    err = ok(restore, ["--prep", out / "prep.json", "--oov", tmp_path / "p.oov", "--generate-output",
+                       tmp_path / "unk.txt", "--out", tmp_path / "unk.sum"], capsys)
+    assert "the summaries hold 3 <unk> tokens" in err
     ok(restore, ["--prep", out / "prep.json", "--oov", tmp_path / "p.oov", "--generate-output", gen,
                  "--out", tmp_path / "hyp2.txt", "--drop-unk"], capsys)
     assert lines(tmp_path / "hyp2.txt")[2] == "gnu sat"

@@ -11,6 +11,10 @@ generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same opti
                              continuations get probability 0 before the beam is chosen (ngram_blocking.py)
     --block-ignore TOKENS    n-grams containing one of these tokens may repeat (OpenNMT-py
                              ``-ignore_when_blocking``), e.g. ". , \\""; ``<unk>`` is always ignored
+    --allow-unk              let summaries hold ``<unk>``; by default the search never produces it (its
+                             log-probability is -inf at every step, fairseq's ``--unkpen`` made infinite), so
+                             the model writes its next-best word, and source OOV words are still copied through
+                             their markers
     --fairseq-beam-search    run fairseq's own loop even where beam_search.py applies (same output; for
                              comparisons)
     --coverage-penalty BETA  cp = BETA * sum_i log(min(sum_t a_i^t, 1.0)) added to each finished
@@ -61,12 +65,16 @@ class SummarizationGenerator(SequenceGenerator):
         block_ignore: space-separated tokens whose n-grams are never blocked.
         coverage_penalty: beta of the coverage penalty (0 = off).
         fairseq_beam_search: always fairseq's loop, never beam_search.py.
+        allow_unk: let hypotheses hold ``<unk>`` (off: its unk penalty is infinite, so it is never chosen).
     """
 
     def __init__(self, models, tgt_dict, block_ngram_repeat: int = 0, block_ignore: Optional[str] = None,
-                 coverage_penalty: float = 0.0, fairseq_beam_search: bool = False, **kwargs):
+                 coverage_penalty: float = 0.0, fairseq_beam_search: bool = False, allow_unk: bool = False,
+                 **kwargs):
         super().__init__(models, tgt_dict, **kwargs)
         self.fairseq_beam_search = fairseq_beam_search
+        if not allow_unk:
+            self.unk_penalty = math.inf
         if block_ngram_repeat > 0:
             self.repeat_ngram_blocker = NGramBlocker(block_ngram_repeat, ignore_ids(tgt_dict, block_ignore))
         elif block_ignore:

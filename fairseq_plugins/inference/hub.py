@@ -309,7 +309,7 @@ class Summarizer:
         return self.tgt_dict.string(hypo["tokens"].int().cpu(), None, extra_symbols_to_ignore=strip).split()
 
     def _restore(self, tokens, oov_words, detok: bool) -> str:
-        counts = {"restored": 0, "unmatched": 0}
+        counts = {"restored": 0, "unmatched": 0, "unk": 0}
         return restore_summary(tokens, oov_words, self.settings["lang"], self.settings["unit"], False, counts,
                                display=detok)[1]
 

@@ -61,7 +61,7 @@ class ValidationRouge:
 
     def summary_text(self, tokens: Sequence[str], oov_words: Sequence[str]) -> str:
         """Generated tokens -> the text summ-restore writes."""
-        counts = {"restored": 0, "unmatched": 0}
+        counts = {"restored": 0, "unmatched": 0, "unk": 0}
         return restore_summary(list(tokens), list(oov_words), self.lang, self.unit, False, counts)[1]
 
     def score(self, split: str, ids: Sequence[int], hypotheses: Sequence[Sequence[str]]) -> Dict[str, float]:

@@ -6,7 +6,8 @@ beam search (fairseq_plugins/generation/generator.py) with these task options:
   ``--block-ngram-repeat N``  no hypothesis produces an n-gram twice (Paulus et al.: N = 3); fairseq's own
                              ``--no-repeat-ngram-size N``, which blocks nothing on a CPU, means the same here;
   ``--block-ignore TOKENS``  n-grams containing these tokens may repeat (OpenNMT-py -ignore_when_blocking);
-  ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores.
+  ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores;
+  ``--allow-unk``            let summaries hold ``<unk>``, which the search otherwise never produces.
 A generation config that names one of these (``--eval-gen-args``, the hub's keyword arguments) overrides the
 task's value.  ``--print-alignment`` keeps this search and adds fairseq's alignment (read in the order each
 model attends: pgn_lstm's right-padded attention is not shifted by a batch's padding).  ``--score-reference``
@@ -66,7 +67,7 @@ from fairseq_plugins.tasks.precision import autocast_train_step, bf16_autocast, 
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty", "fairseq_beam_search")
+GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty", "fairseq_beam_search", "allow_unk")
 
 
 @dataclass
@@ -80,6 +81,9 @@ class SummarizationConfig(TranslationConfig):
     coverage_penalty: float = field(
         default=0.0, metadata={"help": "beta of GNMT's coverage penalty beta * sum_i log(min(sum_t a_i^t, 1)), "
                                        "added to finished hypotheses' scores (0 = off)"})
+    allow_unk: bool = field(
+        default=False, metadata={"help": "let summaries hold <unk> (by default the search never produces it and the "
+                                         "model writes its next-best word; source OOV words are copied as before)"})
     fairseq_beam_search: bool = field(
         default=False, metadata={"help": "beam search: run fairseq's own loop, not the project's (same output, more "
                                          "operations per step; for comparisons)"})

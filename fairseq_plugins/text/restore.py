@@ -75,6 +75,7 @@ def restore_tokens(tokens, oov_words, drop_unk, counts):
         k = markers.marker_index(tok)
         if k is None:
             out.append(tok)
+            counts["unk"] += tok == UNK
         elif k < len(oov_words):
             out.append(oov_words[k])
             counts["restored"] += 1
@@ -112,7 +113,7 @@ def restore(args):
             msg.append(f"{len(extra)} ids beyond the inputs: {id_ranges(extra)}")
         raise UserError("; ".join(msg))
     oov_lines = read_lines(args.oov) if args.oov is not None else None
-    counts = {"restored": 0, "unmatched": 0, "empty": 0}
+    counts = {"restored": 0, "unmatched": 0, "empty": 0, "unk": 0}
     with AtomicWriter() as atomic:
         out = atomic.open(args.output)
         tok_out = atomic.open(args.tokens_output) if args.tokens_output else None
@@ -133,6 +134,9 @@ def restore(args):
     if counts["unmatched"]:
         print(f"{PROG}: warning: {counts['unmatched']} markers had no OOV word in their document "
               f"({'dropped' if args.drop_unk else 'written as <unk>'})", file=sys.stderr)
+    if counts["unk"]:
+        print(f"{PROG}: warning: the summaries hold {counts['unk']} <unk> tokens, the model's unknown word "
+              f"(decoded with --allow-unk, or by a search without the summarization task)", file=sys.stderr)
     if counts["empty"]:
         print(f"{PROG}: warning: {counts['empty']} empty summaries (kept as empty lines)", file=sys.stderr)
 
