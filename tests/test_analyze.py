@@ -2,6 +2,7 @@
 on hand-made pairs with known answers, the command's errors, and the experiment tables' use of the same code
 (scripts/experiments/lib.py)."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -100,6 +101,20 @@ def test_chinese_counts_characters():
     assert counts["copied_sentences"] == (0, 1)
     assert ab.document_counts("我们 今天 很好", "今天很好", "zh")["copied_sentences"] == (1, 1)
     assert ab.document_counts("今天 天气 很好", "今天很热")["tokens"] == (1, 1)  # English: one whitespace token
+
+
+def test_immediate_repeats_and_a_doubled_first_token():
+    """The stutter of an undertrained decoder is in the table beside the repeated trigrams."""
+    summaries = ["title title policy", "a b c", "x y y y", "", "solo"]
+    figures = ab.aggregate([ab.summary_counts(s) for s in summaries])
+    assert figures["immediate_repeats"]["pooled"] == pytest.approx(100 * 3 / 7)  # 1 of 2, 0 of 2, 2 of 3
+    assert figures["immediate_repeats"]["doc_mean"] == pytest.approx(100 * (1 / 2 + 0 + 2 / 3) / 3)
+    assert figures["with_immediate_repeat"]["pooled"] == pytest.approx(100 * 2 / 5)
+    assert figures["doubled_first"]["pooled"] == pytest.approx(100 * 1 / 5)
+    assert ab.summary_counts("a . <q> a b")["immediate_repeats"] == (0, 3)  # the separator is no token
+    report = ab.format_report({"system": figures}, 5, "en")
+    assert re.search(r"^immediate repeats %\s+42\.86 \(", report, re.M)
+    assert re.search(r"^doubled first token %\s+20\.00$", report, re.M)
 
 
 def test_lower_case_option():

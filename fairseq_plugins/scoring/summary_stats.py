@@ -33,6 +33,9 @@ Definitions (every figure is per system):
 * **Repeated trigrams** (the experiment tables' definition; ``scripts/experiments/lib.py`` uses this code): the
   share of the summary's trigrams equal to an earlier trigram of the same summary (a trigram occurring k times
   counts k - 1); **summaries with a repeat**: the share of summaries with at least one.
+* **Immediate repeats** (the stutter of an undertrained decoder, "title title policy"): the share of the summary's
+  tokens after the first that equal the token right before them; **summaries with one**: the share of summaries
+  with at least one; **doubled first token**: the share of summaries whose first two tokens are the same.
 * **Lengths**: mean tokens and sentences per summary, and the share of empty summaries (no token); empty
   summaries are counted in every mean.
 
@@ -73,11 +76,15 @@ FIGURES = (
     Figure("compression", "compression (source/summary)", 1, False),
     Figure("repeated_trigrams", "repeated trigrams %", 100, False),
     Figure("with_repeat", "summaries with a repeat %", 100, True),
+    Figure("immediate_repeats", "immediate repeats %", 100, False),
+    Figure("with_immediate_repeat", "summaries with one %", 100, True),
+    Figure("doubled_first", "doubled first token %", 100, True),
     Figure("tokens", "mean length, tokens", 1, True),
     Figure("sentences", "mean length, sentences", 1, True),
     Figure("empty", "empty summaries %", 100, True),
 )
-SOURCE_FREE = ("repeated_trigrams", "with_repeat", "tokens", "sentences", "empty")  # need no source
+SOURCE_FREE = ("repeated_trigrams", "with_repeat", "immediate_repeats", "with_immediate_repeat", "doubled_first",
+               "tokens", "sentences", "empty")  # need no source
 
 Counts = Dict[str, Tuple[float, float]]  # figure -> (numerator, denominator) of one document
 
@@ -163,6 +170,11 @@ def repeated_trigrams(units: Sequence[str]) -> Tuple[int, int]:
     return len(grams) - len(set(grams)), len(grams)
 
 
+def immediate_repeats(units: Sequence[str]) -> Tuple[int, int]:
+    """(tokens equal to the token right before them, tokens that have one before them)."""
+    return sum(a == b for a, b in zip(units, units[1:])), max(len(units) - 1, 0)
+
+
 def summary_counts(summary: str, lang: str = "en", lower: bool = False) -> Counts:
     """The figures that need no source (repetition and length) of one summary, as (numerator, denominator)."""
     return _summary_figures(sentence_tokens(summary, lang, lower))
@@ -171,7 +183,10 @@ def summary_counts(summary: str, lang: str = "en", lower: bool = False) -> Count
 def _summary_figures(sentences: Sequence[Sequence[str]]) -> Counts:
     units = [tok for s in sentences for tok in s]
     repeats, trigrams = repeated_trigrams(units)
+    stutters, followers = immediate_repeats(units)
     return {"repeated_trigrams": (repeats, trigrams), "with_repeat": (float(repeats > 0), 1),
+            "immediate_repeats": (stutters, followers), "with_immediate_repeat": (float(stutters > 0), 1),
+            "doubled_first": (float(len(units) > 1 and units[0] == units[1]), 1),
             "tokens": (len(units), 1), "sentences": (len(sentences), 1), "empty": (float(not units), 1)}
 
 
