@@ -24,6 +24,9 @@ def trained(tmp_path_factory):
     train = run(["./train.sh", str(data), str(model), *FEW_UPDATES])
     log = train.stdout + train.stderr  # fairseq logs to stdout
     assert re.search(r"num_updates[ =]6\b", log), log[-3000:]
+    # the command line's --max-update replaces the config's budget in epochs, and the run says it stopped short
+    assert "'max_epoch': 0," in (model / "train.log").read_text(encoding="utf-8")
+    assert "scitldr_small is tuned for 10 epochs" in train.stderr
     return work, data, model
 
 
@@ -42,19 +45,34 @@ def test_generate_split_and_score_through_scripts(trained):
 
 
 def test_generate_raw_text_one_line_per_document(trained, tmp_path):
-    """Empty, marker-like and very long documents each get exactly one summary, in order."""
+    """Empty, marker-like, very long, one-word, repeated-word and control-character documents each get exactly
+    one summary, in order; the config's decoding repeats no trigram (an undertrained model would otherwise echo
+    "hello hello hello ..."), and no summary holds a control character."""
     _, data, model = trained
     docs = [
         "we propose a new method for training neural networks with sparse gradients .",
         "",
         "the <oov-3> token and </s> appear here literally , with a zyxwvut word .",
         " ".join(["lorem"] * 50_000),
+        "hello",
+        "table table table table table table table table",
+        "nul\0 inside zyxwvut\x07 . \u202ereversed\u202c",
         "a final short document .",
     ]
     (tmp_path / "docs.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
     result = run(["./generate.sh", "--input", str(tmp_path / "docs.txt"), str(data), str(model)])
     assert result.stdout.count("\n") == len(docs)
     assert "truncat" in result.stderr.lower()  # the 50,000-token document was truncated, and it says so
+    assert "3 control or invisible characters" in result.stderr
+    summaries = result.stdout.split("\n")[:-1]
+    assert not any(ch in result.stdout for ch in "\0\x07\u202e\u202c")
+    for summary in summaries:
+        tokens = summary.split()
+        trigrams = [tuple(tokens[i:i + 3]) for i in range(len(tokens) - 2)]
+        assert len(trigrams) == len(set(trigrams)), summary
+    unblocked = run(["./generate.sh", "--input", str(tmp_path / "docs.txt"), str(data), str(model),
+                     "--block-ngram-repeat", "0"]).stdout.split("\n")[:-1]
+    assert any(len(s.split()) > 2 + len(set(s.split())) for s in unblocked)  # the test has something to block
 
 
 def test_plain_fairseq_binaries_with_user_dir(trained, tmp_path):
