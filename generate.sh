@@ -107,6 +107,9 @@ fairseq_command() {
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" python -m fairseq_plugins.cli.quantize "$quantize" "$@"
 }
 common=(--user-dir "$USER_DIR" --task summarization --path "$save/$checkpoint" -s src -t tgt "${GEN_ARGS[@]}")
+# decoding lengths against the training targets' (prep.json's target_lengths): a warning naming the figures
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m fairseq_plugins.cli.length_fit \
+    "$data/prep.json" --prog "$(basename "$0")" "${GEN_ARGS[@]}" "$@" || true
 
 if [[ -n "$split" ]]; then
     [[ -f "$data/bin/$split.src-tgt.src.bin" ]] || die_input "split '$split' not binarized in $data/bin"

@@ -60,7 +60,10 @@ train_logged() {
     shift 2
     printf '==> %s: train.sh, fairseq-train %s\n' "$(date '+%F %T')" "$*" >> "$log" || die "cannot write $log"
     first=$(($(wc -l < "$log") + 1))
-    fairseq-train "$@" 2>&1 | training_log --log "$log" ${echo[@]+"${echo[@]}"} || status=$?
+    local tuned=()
+    [[ -n "${TUNED_EPOCHS:-}" ]] && tuned=(--tuned-epochs "$TUNED_EPOCHS" --config-name "${CONFIG_NAME:-the config}")
+    fairseq-train "$@" 2>&1 | training_log --log "$log" ${echo[@]+"${echo[@]}"} ${tuned[@]+"${tuned[@]}"} \
+        || status=$?
     if [[ $status -ne 0 ]]; then
         [[ ${#echo[@]} -gt 0 ]] || training_log --log "$log" --failure "$first"
         printf '%s: error: fairseq-train failed (exit status %s); its whole log: %s\n' "$(basename "$0")" "$status" \
@@ -96,6 +99,21 @@ load_config() {
     source "$file"
     CONFIG_FILE="$(cd "$(dirname "$file")" && pwd)/$(basename "$file")"
     CONFIG_NAME="$(basename "$file" .conf)"
+}
+
+# last_value OPTION ARGS...: the value of OPTION's last occurrence in ARGS (as "--opt V" or "--opt=V"), empty if
+# it has none.
+last_value() {
+    local option="$1" value=""
+    shift
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            "$option") value="${2:-}"; shift ;;
+            "$option"=*) value="${1#*=}" ;;
+        esac
+        shift
+    done
+    printf '%s' "$value"
 }
 
 # has_budget FAIRSEQ_ARGS...: does one of --max-update, --max-epoch, --stop-time-hours end training (its last

@@ -438,6 +438,13 @@ def test_train_sh_knows_when_a_run_has_no_budget(options, budget):
     assert (result.returncode == 0) == budget
 
 
+@pytest.mark.parametrize("options, value", [
+    ("--max-epoch 10 --lr 1", "10"), ("--max-epoch 10 --max-epoch=3", "3"), ("--lr 1", ""), ("--max-epoch", ""),
+])
+def test_train_sh_reads_an_options_last_value(options, value):
+    assert run(["bash", "-c", f'source scripts/lib.sh; last_value --max-epoch {options}']).stdout == value
+
+
 @pytest.mark.parametrize("load, threads, warned", [("3.90", "", True), ("0.40", "", False), ("3.90", "1", False)])
 def test_train_sh_warns_on_a_busy_machine_without_a_thread_count(tmp_path, load, threads, warned):
     (tmp_path / "loadavg").write_text(f"{load} 1.00 1.00 2/100 12345\n")

@@ -159,6 +159,18 @@ def test_control_characters_are_counted_warned_and_never_copied(summarizer, capl
     assert summarizer.input_reports([text])[0].invisible_characters == 3
 
 
+def test_bounds_that_contradict_the_training_targets_are_named_once(summarizer, documents, caplog):
+    """--min-len above the 25th percentile of the training targets' lengths: one warning with the figures, however
+    many calls use it; bounds that fit give none."""
+    high = summarizer.target_lengths["p25"] + 5
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins.inference.hub"):
+        for _ in range(2):
+            summarizer.summarize(documents[:1], beam=2, min_len=high, max_len_b=high + 5)
+        summarizer.summarize(documents[:1], beam=2, min_len=1, max_len_b=summarizer.target_lengths["p99"])
+    warned = [r.getMessage() for r in caplog.records if "training summaries" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(f"--min-len {high} is above the length of a quarter")
+
+
 def test_marker_like_token_and_oov_word_are_copyable_words(summarizer):
     from fairseq_plugins.text.markers import marker
 

@@ -144,3 +144,28 @@ def test_apply_whole_keeps_every_token_and_cases_as_the_build_did(built, tmp_pat
     with pytest.raises(SystemExit):
         prepare.main(["--raw-dir", str(tmp_path), "--output-dir", str(tmp_path / "o"), "--whole"])
     assert "--whole is an apply-mode option" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------- decoding lengths
+def test_the_training_targets_lengths_are_recorded_and_contradicting_bounds_are_named(tmp_path, capsys):
+    """train targets of 1..40 tokens, cut at 30: percentiles of the lengths the model learns; --min-len above the
+    25th percentile and --max-len-b below the 99th are each named with the figures, bounds that fit are not."""
+    from fairseq_plugins.cli import length_fit
+    from fairseq_plugins.runtime.length_fit import length_warnings
+
+    raw = raw_corpus(tmp_path / "raw")
+    prepare_cli(["--raw-dir", raw, "--out-dir", tmp_path / "data", "--lang", "en", "--unit", "word", *LIMITS], capsys)
+    lengths = json.loads((tmp_path / "data" / "prep.json").read_text())["target_lengths"]
+    assert lengths == {"p1": 1, "p5": 2, "p25": 10, "p50": 20, "p75": 30, "p95": 30, "p99": 30, "max": 30}
+    assert length_warnings(lengths, min_len=10, max_len_b=30) == [] == length_warnings(None, min_len=99)
+    assert length_warnings(lengths, min_len=5, max_len_a=1.5, max_len_b=3) == []  # b is not the bound with a > 0
+    low, high = length_warnings(lengths, min_len=11, max_len_b=29)
+    assert low.startswith("--min-len 11 is above the length of a quarter of the training summaries (25th percentile "
+                          "10 tokens, median 20)") and low.endswith("(e.g. --min-len 10) fits the data")
+    assert high.startswith("--max-len-b 29 is below the length of the longest 1 % of the training summaries (99th "
+                           "percentile 30 tokens, longest 30)")
+    capsys.readouterr()
+    assert length_fit.main([str(tmp_path / "data" / "prep.json"), "--prog", "generate.sh", "--beam", "5",
+                            "--min-len", "5", "--max-len-b", "60", "--min-len", "12"]) == 0
+    assert capsys.readouterr().err.startswith("generate.sh: warning: --min-len 12 is above")
+    assert length_fit.main([str(tmp_path / "missing.json")]) == 2

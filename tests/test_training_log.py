@@ -83,6 +83,25 @@ def test_the_nearest_budget_wins_epochs_and_stop_time_included():
     assert progress.line(inner(101, step=11, wall=60)).pop().endswith("ETA 29:00")
 
 
+def test_a_budget_in_epochs_shows_its_updates_and_a_run_short_of_the_tuned_epochs_says_so():
+    clock = Clock()
+    epochs = CONFIG.replace("'max_epoch': 0", "'max_epoch': 10").replace("'max_update': 30", "'max_update': 0")
+    progress = Progress(clock=clock, tuned_epochs=10, config_name="scitldr_small")
+    assert progress.line(epochs) == ["budget: --max-epoch 10"]
+    progress.line(STAMP + "fairseq_cli.train | Start iterating over samples\n")
+    clock.now += 10
+    assert progress.line(inner(5)).pop().startswith("update 5/620 (1%), epoch 1 (5/62)")
+    overridden = Progress(clock=clock, tuned_epochs=10, config_name="scitldr_small")
+    overridden.line(CONFIG)  # the command line's --max-update 30 (train.sh adds --max-epoch 0)
+    overridden.line(inner(5))
+    assert overridden.line(STAMP + "fairseq_cli.train | done training in 31.8 seconds\n") == [
+        "done training in 31.8 seconds",
+        "note: this run stopped in epoch 1; scitldr_small is tuned for 10 epochs (its --max-epoch), so its model "
+        "may be undertrained (this run's budget: --max-update 30)"]
+    assert Progress(clock=clock).line(STAMP + "fairseq_cli.train | done training in 1 seconds\n") == [
+        "done training in 1 seconds"]  # no tuned epochs given: nothing to say
+
+
 def loaded_clock_message(caplog, reset_meters: bool) -> str:
     """The line runtime/training_time.py logs when a checkpoint that recorded 900 s of training is loaded."""
     trainer = SimpleNamespace(_previous_training_time=900.0, _start_time=0.0, _cumulative_training_time=None)

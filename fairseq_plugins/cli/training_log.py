@@ -6,7 +6,7 @@ import sys
 
 from fairseq_plugins.text.textio import finish_parser
 from fairseq_plugins.runtime import training_log as _library
-from fairseq_plugins.runtime.training_log import PROG, failure_excerpt, follow, ignore_stop_signals
+from fairseq_plugins.runtime.training_log import PROG, Progress, failure_excerpt, follow, ignore_stop_signals
 
 
 def main(argv=None) -> int:
@@ -17,6 +17,9 @@ def main(argv=None) -> int:
     parser.add_argument("--failure", type=int, metavar="LINE",
                         help="read nothing: show on stderr what explains the failed run whose log starts at LINE "
                              "of --log (its last traceback, its errors, else its last lines)")
+    parser.add_argument("--tuned-epochs", type=int, default=0, metavar="N",
+                        help="the epochs the config's budget is: a run that trains fewer is told so at its end")
+    parser.add_argument("--config-name", default="the config", help="the config's name, for that note")
     args = parser.parse_args(argv)
     if args.failure is not None:
         with open(args.log, encoding="utf-8", errors="replace") as log:
@@ -31,7 +34,8 @@ def main(argv=None) -> int:
         return 2
     with log:
         source = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)
-        follow(source, log, sys.stderr, echo=args.echo)
+        progress = Progress(tuned_epochs=args.tuned_epochs, config_name=args.config_name)
+        follow(source, log, sys.stderr, echo=args.echo, progress=progress)
     return 0
 
 

@@ -70,6 +70,7 @@ from fairseq_plugins.inference.inputs import (InputReport, LossyInputError, Prep
                                               check_options, check_texts)
 from fairseq_plugins.inference.options import (DEFAULT_GENERATION, INTERACTIVE_BUFFER_SIZE, model_device,
                                                recorded_generation, resolve_device)
+from fairseq_plugins.runtime.length_fit import length_warnings
 from fairseq_plugins.text import markers
 from fairseq_plugins.text.prepare import UNK, MarkStats, load_prep, mark_source, read_dict
 from fairseq_plugins.text.restore import restore_summary
@@ -97,9 +98,11 @@ class Summarizer:
     """
 
     def __init__(self, model, task, settings: Dict, sp_model_path=None, vocab=None, device=None,
-                 generation: Optional[Dict] = None):
+                 generation: Optional[Dict] = None, target_lengths: Optional[Dict] = None):
         fairseq_plugins.register()
         self.generation = dict(generation or DEFAULT_GENERATION)  # summarize's defaults
+        self.target_lengths = target_lengths  # prep.json's lengths of the training targets (None: not recorded)
+        self._checked_lengths = set()  # the (min_len, max_len_a, max_len_b) already checked against them
         if device is not None:
             model = model.to(resolve_device(device))
         self.model = model.eval()
@@ -201,7 +204,7 @@ class Summarizer:
         if quantize is not None:
             quantization.quantize_model(models[0], quantize)
         return cls(models[0], task, prep["settings"], sp_model_path=sp_model_path, vocab=vocab, device=device,
-                   generation=recorded_generation(model_dir))
+                   generation=recorded_generation(model_dir), target_lengths=prep.get("target_lengths"))
 
     # ------------------------------------------------------------------ preprocessing (summ-prepare --apply)
     def prepare(self, text: str):
@@ -275,6 +278,15 @@ class Summarizer:
                                         required_batch_size_multiple=1)
         return [dataset.collater([dataset[i] for i in indices]) for indices in batches]
 
+    def _check_lengths(self, options: Dict) -> None:
+        """Logs, once for each set of bounds, where they contradict the training targets' lengths (length_fit)."""
+        bounds = (options.get("min_len", 1), options.get("max_len_a", 0), options.get("max_len_b", 200))
+        if bounds in self._checked_lengths:
+            return
+        self._checked_lengths.add(bounds)
+        for warning in length_warnings(self.target_lengths, *bounds):
+            logger.warning("%s", warning)
+
     def _generate(self, texts: Sequence[str], options: Dict, strict: bool = False):
         """[(Prepared, best hypothesis, generator)], one per text, in input order; ``options`` over
         ``self.generation``."""
@@ -284,6 +296,7 @@ class Summarizer:
         check_options(options)
         generator_options = dict(self.generation, **options)
         batch_size = generator_options.pop("batch_size")
+        self._check_lengths(generator_options)
         generator = self.build_generator(**generator_options)
         prepared = self._prepare_all(texts, strict)
         max_positions = utils.resolve_max_positions(self.task.max_positions(), self.model.max_positions())

@@ -44,6 +44,11 @@ class Budget:
     max_epoch: int = 0
     stop_time_hours: float = 0.0
 
+    def planned_updates(self, updates_per_epoch: int) -> int:
+        """The updates the budget allows once an epoch's length is known (0: no update or epoch budget)."""
+        by_epoch = self.max_epoch * updates_per_epoch
+        return min(filter(None, (self.max_update, by_epoch)), default=0)
+
     def describe(self) -> str:
         parts = [f"--max-update {self.max_update}" if self.max_update else "",
                  f"--max-epoch {self.max_epoch}" if self.max_epoch else "",
@@ -115,6 +120,9 @@ class Progress:
     shown_progress: Optional[int] = None  # the update of the last progress line shown
     shown_validation: Optional[int] = None
     stopping: bool = False  # fairseq said why it stops: what follows is the end of the run
+    epoch: int = 0  # the epoch of the last progress record
+    tuned_epochs: int = 0  # the epochs the config's budget is (its --max-epoch), to say when a run ends short of it
+    config_name: str = "the config"
 
     def line(self, text: str) -> List[str]:
         record = RECORD.match(text.rstrip("\n"))
@@ -171,8 +179,16 @@ class Progress:
             self.start_time = self.clock()
         if message.startswith("Stopping training due to") or message.startswith("done training in"):
             self.stopping = True
-            return [message]
+            return [message] + self.short_of_the_tuned_epochs(message)
         return []
+
+    def short_of_the_tuned_epochs(self, message: str) -> List[str]:
+        """Once, at the end: a run that trained fewer epochs than its config's budget says so."""
+        if not message.startswith("done training in") or not self.epoch or self.epoch >= self.tuned_epochs:
+            return []
+        return [f"note: this run stopped in epoch {self.epoch}; {self.config_name} is tuned for {self.tuned_epochs} "
+                f"epochs (its --max-epoch), so its model may be undertrained (this run's budget: "
+                f"{self.budget.describe()})"]
 
     def training_clock(self, message: str) -> None:
         """Notes the training time a loaded checkpoint recorded, and when fairseq's clock went on from it."""
@@ -201,10 +217,10 @@ class Progress:
         update = int(float(stats["num_updates"]))
         if "steps" in stats:
             self.updates_per_epoch = int(stats["steps"])
-        done = f"update {update}/{self.budget.max_update}" if self.budget.max_update else f"update {update}"
-        if self.budget.max_update:
-            done += f" ({100 * update / self.budget.max_update:.0f}%)"
+        planned = self.budget.planned_updates(self.updates_per_epoch)
+        done = f"update {update}/{planned} ({100 * update / planned:.0f}%)" if planned else f"update {update}"
         if "epoch" in stats:
+            self.epoch = int(stats["epoch"])
             done += f", epoch {stats['epoch']}" + (f" ({stats['step']}/{stats['steps']})" if "steps" in stats else "")
         parts = [done, figure(stats, "loss"), figure(stats, "nll_loss")]
         if self.start_time is None:

@@ -34,8 +34,8 @@ Definitions (every figure is per system):
   share of the summary's trigrams equal to an earlier trigram of the same summary (a trigram occurring k times
   counts k - 1); **summaries with a repeat**: the share of summaries with at least one.
 * **Immediate repeats** (the stutter of an undertrained decoder, "title title policy"): the share of the summary's
-  tokens after the first that equal the token right before them; **summaries with one**: the share of summaries
-  with at least one; **doubled first token**: the share of summaries whose first two tokens are the same.
+  tokens after the first that equal the token right before them; **summaries with a stutter**: the share of
+  summaries with at least one; **doubled first token**: the share of summaries whose first two tokens are the same.
 * **Lengths**: mean tokens and sentences per summary, and the share of empty summaries (no token); empty
   summaries are counted in every mean.
 
@@ -77,7 +77,7 @@ FIGURES = (
     Figure("repeated_trigrams", "repeated trigrams %", 100, False),
     Figure("with_repeat", "summaries with a repeat %", 100, True),
     Figure("immediate_repeats", "immediate repeats %", 100, False),
-    Figure("with_immediate_repeat", "summaries with one %", 100, True),
+    Figure("with_immediate_repeat", "summaries with a stutter %", 100, True),
     Figure("doubled_first", "doubled first token %", 100, True),
     Figure("tokens", "mean length, tokens", 1, True),
     Figure("sentences", "mean length, sentences", 1, True),

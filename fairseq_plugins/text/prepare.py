@@ -109,6 +109,14 @@ class MarkStats:
         out["invisible_characters"] = dict(self.invisible)
         return out
 
+    def target_lengths(self, limit):
+        """Percentiles of the targets' lengths in tokens as the model learns them (cut at ``limit``; 0: none),
+        for checking decoding lengths against the data (None without targets)."""
+        lengths = [min(n, limit) if limit else n for n in self.lengths["tgt"]]
+        if not lengths:
+            return None
+        return dict({f"p{q}": percentile(lengths, q) for q in LENGTH_PERCENTILES}, max=max(lengths))
+
 
 def _rate(part, whole):
     return round(part / whole, 6) if whole else 0.0
@@ -199,6 +207,7 @@ def read_dict(path):
 
 
 # ----------------------------------------------------------------------------------------------- reporting
+LENGTH_PERCENTILES = (1, 5, 25, 50, 75, 95, 99)  # recorded for the training targets (prep.json's target_lengths)
 TRUNCATION_WARNING_SHARE = 0.05  # a split with a larger share of truncated sources (or targets) gets a warning
 
 
@@ -463,6 +472,7 @@ def build(args):
         "files": {"dict": "dict.txt", "sp_model": "sp.model" if unit == "sp" else None, "tok_dir": "tok"},
         "vocab": vocab_info, "sentencepiece": sp_info,
         "stats": {split: stats[split].as_dict() for split in splits},
+        "target_lengths": stats["train"].target_lengths(args.max_target_len) if "train" in stats else None,
     }
     with AtomicWriter() as atomic:
         json.dump(prep, atomic.open(os.path.join(out_dir, "prep.json")), indent=2, ensure_ascii=False)

@@ -12,6 +12,7 @@
 #   WORKER        the per-process script, scripts/launch/fairseq_worker.py
 #   WORKER_ARGS   its fairseq-train arguments: DATA_DIR/bin --user-dir ... --save-dir SAVE_DIR TRAIN_ARGS extra
 #   SAVE_DIR
+#   TUNED_EPOCHS  the config's --max-epoch (empty: its budget is not in epochs)
 # Each launcher then starts one WORKER per GPU or CPU worker in its own way (srun, torchrun).
 
 # shellcheck source=scripts/lib.sh
@@ -81,5 +82,10 @@ prepare_training() {
     python "$ROOT/scripts/launch/checkpoint_guard.py" "$SAVE_DIR" || die "cannot resume from $SAVE_DIR"
     WORKER="$ROOT/scripts/launch/fairseq_worker.py"
     WORKER_ARGS=("$data/bin" --user-dir "$USER_DIR" --save-dir "$SAVE_DIR" "${TRAIN_ARGS[@]}" "$@")
+    # A config's budget in epochs gives way to a --max-update given on the command line without --max-epoch.
+    TUNED_EPOCHS="$(last_value --max-epoch "${TRAIN_ARGS[@]}")"
+    if [[ -n "$TUNED_EPOCHS" && -n "$(last_value --max-update "$@")" && -z "$(last_value --max-epoch "$@")" ]]; then
+        WORKER_ARGS+=(--max-epoch 0)
+    fi
     step "Training ($CONFIG_FILE) -> $SAVE_DIR"
 }
