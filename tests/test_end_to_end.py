@@ -63,7 +63,7 @@ def test_generate_raw_text_one_line_per_document(trained, tmp_path):
     result = run(["./generate.sh", "--input", str(tmp_path / "docs.txt"), str(data), str(model)])
     assert result.stdout.count("\n") == len(docs)
     assert "truncat" in result.stderr.lower()  # the 50,000-token document was truncated, and it says so
-    assert "3 control or invisible characters" in result.stderr
+    assert "4 control or invisible characters" in result.stderr
     summaries = result.stdout.split("\n")[:-1]
     assert not any(ch in result.stdout for ch in "\0\x07\u202e\u202c")
     for summary in summaries:

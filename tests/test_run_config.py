@@ -93,6 +93,13 @@ def test_the_hub_decodes_with_the_models_gen_args(made):
     assert old.generation == DEFAULT_GENERATION and DEFAULT_GENERATION["max_len_b"] == 60
 
 
+def test_the_hubs_default_generation_is_scitldr_smalls_gen_args():
+    from fairseq_plugins.inference.options import DEFAULT_GENERATION, generation_options
+
+    gen_args = run(["bash", "-c", 'source scripts/lib.sh; load_config scitldr_small; printf "%s\\n" "${GEN_ARGS[@]}"'])
+    assert generation_options(gen_args.stdout.split()) == DEFAULT_GENERATION
+
+
 def test_a_broken_record_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(run_config.RecordError, match=re.escape(str(tmp_path / "config.json"))):

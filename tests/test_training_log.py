@@ -93,7 +93,7 @@ def test_a_budget_in_epochs_shows_its_updates_and_a_run_short_of_the_tuned_epoch
     assert progress.line(inner(5)).pop().startswith("update 5/620 (1%), epoch 1 (5/62)")
     overridden = Progress(clock=clock, tuned_epochs=10, config_name="scitldr_small")
     overridden.line(CONFIG)  # the command line's --max-update 30 (train.sh adds --max-epoch 0)
-    overridden.line(inner(5))
+    overridden.line(STAMP + "fairseq.trainer | begin training epoch 1\n")  # no progress line in a short run
     assert overridden.line(STAMP + "fairseq_cli.train | done training in 31.8 seconds\n") == [
         "done training in 31.8 seconds",
         "note: this run stopped in epoch 1; scitldr_small is tuned for 10 epochs (its --max-epoch), so its model "

@@ -15,7 +15,7 @@ DEFAULT_BATCH_SIZE = 32
 FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0,
                       "batch_size": DEFAULT_BATCH_SIZE}
 # configs/scitldr_small.conf's GEN_ARGS: a model directory without config.json
-DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5)
+DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5, block_ngram_repeat=3)
 
 logger = logging.getLogger(__name__)
 

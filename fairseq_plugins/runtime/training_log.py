@@ -175,6 +175,9 @@ class Progress:
             self.start_update = int(loaded.group(3))
             return [f"resuming from update {self.start_update} ({loaded.group(1)})"]
         self.training_clock(message)
+        begins = re.match(r"begin training epoch (\d+)", message)
+        if begins:
+            self.epoch = int(begins.group(1))
         if self.start_time is None and (message.startswith("Start iterating") or message.startswith("begin training")):
             self.start_time = self.clock()
         if message.startswith("Stopping training due to") or message.startswith("done training in"):
@@ -259,12 +262,15 @@ class Progress:
 
 def follow(source: TextIO, log: TextIO, terminal: TextIO, echo: bool = False, progress: Progress = None) -> None:
     """Copies ``source`` to ``log`` line by line (flushed, so the log is complete whenever it is read) and writes
-    to ``terminal`` each line (``echo``) or what ``progress`` makes of it."""
+    to ``terminal`` each line (``echo``, with the notes ``progress`` adds) or what ``progress`` makes of it."""
     progress = progress or Progress()
     for text in source:
         log.write(text)
         log.flush()
-        shown = [text.rstrip("\n")] if echo else ["    " + line for line in progress.line(text)]
+        lines = progress.line(text)
+        # echo: fairseq's own lines, and the notes that are this reader's alone
+        shown = [text.rstrip("\n")] + [line for line in lines if line.startswith("note: ")] if echo else \
+            ["    " + line for line in lines]
         for line in shown:
             print(line, file=terminal, flush=True)
 
