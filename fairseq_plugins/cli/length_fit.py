@@ -3,10 +3,11 @@ generate.sh's check of its decoding lengths against the training targets' (fairs
 The options are fairseq's, as generate.sh passes them (the last of each counts; the others are ignored).
 """
 import argparse
-import json
 import sys
 
 from fairseq_plugins.runtime.length_fit import length_warnings
+from fairseq_plugins.text.prepare import load_prep
+from fairseq_plugins.text.textio import UserError
 
 
 def main(argv=None) -> int:
@@ -18,10 +19,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-len-b", type=int, default=200)
     args, _ = parser.parse_known_args(argv)
     try:
-        with open(args.prep, encoding="utf-8") as handle:
-            prep = json.load(handle)
-    except (OSError, ValueError) as err:
-        print(f"{args.prog}: error: cannot read {args.prep}: {err}", file=sys.stderr)
+        prep, _ = load_prep(args.prep)
+    except UserError as err:
+        print(f"{args.prog}: error: {err}", file=sys.stderr)
         return 2
     for warning in length_warnings(prep.get("target_lengths"), args.min_len, args.max_len_a, args.max_len_b):
         print(f"{args.prog}: warning: {warning}", file=sys.stderr)

@@ -177,7 +177,8 @@ def search(generator, sample: Dict[str, Dict[str, Tensor]], bos_token: Optional[
     tokens = src_tokens.new_full((bsz * beam, max_len + 2), options.pad)  # R x (max_len + 2)
     tokens[:, 0] = options.eos if bos_token is None else bos_token
     beams = Beams(bsz, beam, tokens)
-    banned = torch.tensor([options.pad, options.eos], device=src_tokens.device)  # </s> only before min_len
+    never = [options.pad] + ([options.unk] if options.unk_penalty == math.inf else [])  # an infinite penalty bans
+    banned = torch.tensor(never + [options.eos], device=src_tokens.device)  # </s>, the last, only before min_len
     every = look_every(src_tokens.device)
     records: List[StepRecord] = []
     for step in range(max_len + 1):
@@ -232,9 +233,9 @@ def mask_impossible(lprobs: Tensor, step: int, max_len: int, options: BeamOption
     """fairseq's rules on a step's log-probabilities (R x V), in place: NaN is -inf, never ``<pad>``, the
     ``<unk>`` penalty, no ``</s>`` before min_len, only ``</s>`` at max_len."""
     lprobs = torch.nan_to_num_(lprobs, nan=-math.inf, posinf=math.inf, neginf=-math.inf)
-    if options.unk_penalty != 0:
+    if options.unk_penalty != 0 and options.unk_penalty != math.inf:  # an infinite one is in ``banned``
         lprobs[:, options.unk] -= options.unk_penalty
-    lprobs.index_fill_(1, banned if step < options.min_len else banned[:1], -math.inf)
+    lprobs.index_fill_(1, banned if step < options.min_len else banned[:-1], -math.inf)
     if step >= max_len:
         lprobs[:, : options.eos] = -math.inf
         lprobs[:, options.eos + 1:] = -math.inf
