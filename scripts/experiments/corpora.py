@@ -87,6 +87,42 @@ def cnndm_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 300) -> Di
     return {split: len(part) for split, part in splits.items()}
 
 
+def cnndm_lead_headline_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 500,
+                            lead_tokens: int = 120) -> Dict[str, int]:
+    """A short-target English corpus of about 10,000 pairs, made as a user makes one from their own data: each
+    CNN/DailyMail article of See et al.'s released test set cut to its leading whole sentences (as many as fit in
+    ``lead_tokens`` tokens, at least one) -> its first reference highlight, written as JSON lines
+    (``{"id", "body", "title"}``) and converted with ``summ-convert jsonl``.  Split by id as ``cnndm_raw``:
+    the first ``test_size`` ids test, the next ``valid_size`` validate, the rest train."""
+    require(CNNDM, exp.fail)
+    raw.mkdir(parents=True, exist_ok=True)
+    docs = cnndm_documents(by_id=True)
+    splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
+              "train": docs[test_size + valid_size:]}
+    for split, part in splits.items():
+        rows = [{"id": doc["id"], "body": leading_sentences(doc["article"], lead_tokens),
+                 "title": " ".join(doc["reference"][0].split())} for doc in part]
+        jsonl = raw / f"{split}.jsonl"
+        write_lines(jsonl, [json.dumps(row, ensure_ascii=False) for row in rows])
+        exp.run(["summ-convert", "jsonl", jsonl, "--src-field", "body", "--tgt-field", "title",
+                 "--output-prefix", raw / split], f"convert_{split}.log")
+    return {split: len(part) for split, part in splits.items()}
+
+
+def leading_sentences(article: str, budget: int) -> str:
+    """The first sentences of a PTB-tokenized article (each ending at a '.', '!' or '?' token) that fit in
+    ``budget`` tokens together; the first sentence whole even when it alone is longer."""
+    kept, current = [], []
+    for token in article.split():
+        current.append(token)
+        if token in (".", "!", "?"):
+            if kept and len(kept) + len(current) > budget:
+                break
+            kept += current
+            current = []
+    return " ".join(kept or current)
+
+
 def aclsum_raw(exp, raw: Path) -> None:
     """aclsum's abstracts -> its 'challenge' summaries, its own train/val/test split, as a user converts it."""
     for split, name in (("train", "train"), ("valid", "val"), ("test", "test")):

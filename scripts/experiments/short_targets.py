@@ -1,0 +1,207 @@
+"""A newcomer's short-target corpus, before and after the defaults that follow the corpus.
+
+    python scripts/experiments/short_targets.py [--work runs/short_targets] [--seeds 1 2] [--before-updates 600]
+        [--out docs/results/short_targets.md]
+
+The corpus (corpora.cnndm_lead_headline_raw): 9,000 training pairs of a CNN/DailyMail lead (whole sentences, at
+most 120 tokens) and its first human-written highlight, 500 validation and 500 test pairs, converted with
+summ-convert jsonl and prepared with the default config (./preprocess.sh RAW DATA).  For each seed:
+  before  ./train.sh DATA MODEL --max-update 600 (the default budget before it followed the corpus), decoded as the
+          defaults were then: --allow-unk --block-ngram-repeat 0;
+  after   the same folder resumed by ./train.sh DATA MODEL with nothing else (scitldr_small's 10 epochs), decoded
+          with the defaults (no <unk>, no repeated trigram).
+Controls: each model with the other decoding, and the before model with --min-len 1 (is the config's --min-len 5
+behind the stutter?).  Every decode is ./generate.sh --split test --no-detok (checkpoint_best.pt); ROUGE is
+official ROUGE-1.5.5 (summ-rouge), the paired interval a 95 % bootstrap over the test documents per seed, and
+the verdict the project's rule (lib.verdict).  The stutter's cause: each model's summaries are teacher-forced
+through it (Summarizer.summarize_with_details) to read, at the second output token, the share of its attention
+that the first token's attention already held (sum_i min(a_1i, a_2i)) and p_gen (See eq 8).
+A finished training is reused when its record matches (records.py); the report is rebuilt every run.
+"""
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from corpora import cnndm_lead_headline_raw
+from lib import ROOT, Experiment, official_rouge, paired_intervals, read_lines, shown_intervals, verdict
+from records import (RECORD, STARTED, made_header, mark_started, reuse_verdict, train_or_reuse,
+                     training_record)
+
+sys.path.insert(0, str(ROOT))
+from fairseq_plugins.scoring import summary_stats  # noqa: E402
+
+CONFIG = "scitldr_small"
+OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
+DECODINGS = {"old": OLD_DECODING, "new": [], "old_min1": OLD_DECODING + ["--min-len", "1"]}
+ROWS = [("before", "old"), ("before", "new"), ("before", "old_min1"), ("after", "old"), ("after", "new")]
+PAIRS = [(("before", "old"), ("after", "new"), "before -> after (budget and decoding)"),
+         (("before", "new"), ("after", "new"), "600 updates -> 10 epochs, both decoded with the defaults"),
+         (("after", "old"), ("after", "new"), "old -> new decoding, 10-epoch model"),
+         (("before", "old"), ("before", "new"), "old -> new decoding, 600-update model")]
+STUTTER = [("unk", "summaries with a literal <unk>"), ("doubled_first", "first token doubled %"),
+           ("with_immediate_repeat", "summaries with an immediate repeat %"),
+           ("with_repeat", "summaries with a repeated trigram %"), ("tokens", "mean length, tokens")]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "short_targets")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--before-updates", type=int, default=600)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "short_targets.md")
+    return parser.parse_args()
+
+
+def prepared(exp: Experiment) -> Path:
+    """WORK/data, made as a user makes it: the corpus converted, then ./preprocess.sh with the default config."""
+    data = exp.work / "data"
+    if not (data / "bin" / "dict.src.txt").is_file():
+        cnndm_lead_headline_raw(exp, exp.work / "raw")
+        shutil.rmtree(data, ignore_errors=True)
+        exp.run(["./preprocess.sh", exp.work / "raw", data], "preprocess.terminal")
+    return data
+
+
+def as_a_user(exp: Experiment) -> Experiment:
+    """The experiment's environment as a user has it: train.sh's quiet default (its log stays in SAVE_DIR)."""
+    user = Experiment(exp.name, exp.work)
+    user.env = {key: value for key, value in exp.env.items() if key != "TRAIN_VERBOSE"}
+    return user
+
+
+def seed_options(seed: int) -> List[str]:
+    return [] if seed == 1 else ["--seed", str(seed)]  # the config's seed is 1
+
+
+def trained(exp: Experiment, data: Path, seed: int, before_updates: int) -> Dict[str, Path]:
+    """The before model, and the after model: a copy of it that train.sh resumes with the config's budget."""
+    user, root = as_a_user(exp), exp.work / f"seed{seed}"
+    before, after = root / "before", root / "after"
+    before_options = ["--max-update", str(before_updates), *seed_options(seed)]
+    before_record = training_record(CONFIG, before_options, data)
+    train_or_reuse(user, f"seed {seed} before", before, f"train_{seed}_before.terminal", before_record,
+                   [ROOT / "train.sh", data, before, *before_options])
+    after_record = training_record(CONFIG, seed_options(seed), data, parent=before_record)
+    log_name = f"train_{seed}_after.terminal"
+    if not (after / STARTED).is_file() and reuse_verdict(user, after, log_name, after_record)[0] is not None:
+        shutil.rmtree(after, ignore_errors=True)
+        shutil.copytree(before, after, ignore=shutil.ignore_patterns("train_seconds", RECORD))
+        mark_started(after, after_record, 0.0)  # train_or_reuse resumes it from the copied checkpoint_last.pt
+    train_or_reuse(user, f"seed {seed} after", after, log_name, after_record,
+                   [ROOT / "train.sh", data, after, *seed_options(seed)])
+    return {"before": before, "after": after}
+
+
+def decoded(exp: Experiment, data: Path, model: Path, name: str, decoding: str) -> Path:
+    summaries = model.parent / f"{name}.sum"
+    if not summaries.is_file() or summaries.stat().st_mtime < (model / "checkpoint_best.pt").stat().st_mtime:
+        exp.run(["./generate.sh", "--split", "test", "--no-detok", "--output", summaries, data, model,
+                 *DECODINGS[decoding]], f"generate_{name}.log")
+    return summaries
+
+
+def figures(exp: Experiment, data: Path, summaries: Path, name: str) -> Dict:
+    """Official ROUGE-1/2/L, per-document scores for the paired intervals, and the stutter figures."""
+    lines = read_lines(summaries)
+    per_doc = exp.logs / f"rouge_{name}.per_doc.tsv"
+    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", "en",
+             "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
+    counts = summary_stats.aggregate([summary_stats.summary_counts(line, "en") for line in lines])
+    stutter = {key: counts.get(key, {}).get("pooled") or 0.0 for key, _ in STUTTER[1:]}  # summ-analyze's figures
+    stutter["unk"] = sum("<unk>" in line.split() for line in lines)
+    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, "en", name), "per_doc": str(per_doc),
+            "stutter": stutter, "documents": len(lines)}
+
+
+def second_step(model: Path, data: Path, decoding: str) -> Dict[str, Dict[str, float]]:
+    """Teacher-forced attention at the second output token of each test summary (decoded with ``decoding``):
+    mean overlap with the first token's attention and mean p_gen, for summaries whose first token is doubled
+    and for the others."""
+    from fairseq_plugins.inference.hub import Summarizer
+    sources = read_lines(exp_raw(data) / "test.src")
+    summarizer = Summarizer.from_pretrained(model, data_dir=data, device="cpu")
+    options = {"block_ngram_repeat": 0, "allow_unk": True} if decoding == "old" else {}
+    groups: Dict[str, List] = {"doubled": [], "other": []}
+    for details in summarizer.summarize_with_details(sources, detok=False, **options):
+        if len(details.summary_tokens) < 3:  # two tokens and </s>
+            continue
+        first, second = details.attention[0], details.attention[1]
+        doubled = details.summary_tokens[0] == details.summary_tokens[1]
+        p_gen = float(details.p_gen[1]) if details.p_gen is not None else float("nan")
+        groups["doubled" if doubled else "other"].append((float((first.clip(max=second)).sum()), p_gen))
+    return {group: {"summaries": len(rows), "overlap": _mean([r[0] for r in rows]), "p_gen": _mean([r[1] for r in rows])}
+            for group, rows in groups.items()}
+
+
+def exp_raw(data: Path) -> Path:
+    return data.parent / "raw"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def report(args, results: Dict, started: float) -> str:
+    seeds = sorted(results)
+    lines = ["# A short-target corpus: what the defaults gave, and give", ""]
+    lines += made_header("short_targets.py", note=f"seeds {', '.join(map(str, seeds))}; "
+                         f"{(time.time() - started) / 60:.0f} min this run")
+    lines += ["",
+              "CNN/DailyMail leads -> first highlight (9,000 / 500 / 500 pairs), `./preprocess.sh` with the default "
+              "config, `./train.sh DATA MODEL`.  *before*: `--max-update 600`, decoded `--allow-unk "
+              "--block-ngram-repeat 0` (the defaults until then); *after*: the same run resumed by `./train.sh` with "
+              "nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 F1 on the 500 test "
+              "documents (`--no-detok`).", ""]
+    header = "| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |"
+    lines += [header, "|" + "---|" * (6 + len(STUTTER))]
+    for seed in seeds:
+        for (model, decoding) in ROWS:
+            row = results[seed]["rows"][f"{model}_{decoding}"]
+            r = row["rouge"]
+            cells = [f"{row['stutter'][key]:.1f}" if key != "unk" else str(row['stutter'][key]) for key, _ in STUTTER]
+            lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
+                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
+    lines += ["", "## Paired differences (B - A, ROUGE points, 95 % bootstrap per seed)", "",
+              "| A -> B | metric | per seed | verdict |", "|---|---|---|---|"]
+    for a, b, label in PAIRS:
+        runs = [paired_intervals(Path(results[s]["rows"]["_".join(a)]["per_doc"]),
+                                 Path(results[s]["rows"]["_".join(b)]["per_doc"])) for s in seeds]
+        for index, metric in enumerate(("ROUGE-1", "ROUGE-2", "ROUGE-L")):
+            per_seed = [run[index] for run in runs]
+            lines.append(f"| {label} | {metric} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+    lines += ["", "## The second output token, teacher-forced (beam 5 summaries of the test documents)", "",
+              "overlap: the share of step 2's attention that step 1's attention already held, "
+              "sum_i min(a_1i, a_2i); p_gen: See eq 8 at step 2.", "",
+              "| seed | model | summaries, first token doubled | overlap | p_gen | other summaries | overlap | p_gen |",
+              "|---|---|---|---|---|---|---|---|"]
+    for seed in seeds:
+        for model, groups in results[seed]["second_step"].items():
+            d, o = groups["doubled"], groups["other"]
+            lines.append(f"| {seed} | {model} | {d['summaries']} | {d['overlap']:.2f} | {d['p_gen']:.2f} | "
+                         f"{o['summaries']} | {o['overlap']:.2f} | {o['p_gen']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    args = parse_args()
+    started = time.time()
+    exp = Experiment("short_targets", args.work)
+    data = prepared(exp)
+    results = {}
+    for seed in args.seeds:
+        models = trained(exp, data, seed, args.before_updates)
+        rows = {f"{m}_{d}": figures(exp, data, decoded(exp, data, models[m], f"{m}_{d}", d), f"{seed}_{m}_{d}")
+                for m, d in ROWS}
+        results[seed] = {"rows": rows, "second_step": {m: second_step(models[m], data, "old") for m in models}}
+        (exp.work / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report(args, results, started), encoding="utf-8")
+        exp.log(f"seed {seed} done: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
