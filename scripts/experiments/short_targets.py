@@ -20,21 +20,37 @@ A finished training is reused when its record matches (records.py); the report i
 """
 import argparse
 import json
+import re
 import shutil
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from corpora import cnndm_lead_headline_raw
+from corpora import cnndm_lead_headline_raw, lcsts_raw
 from lib import ROOT, Experiment, official_rouge, paired_intervals, read_lines, shown_intervals, verdict
-from records import (RECORD, STARTED, made_header, mark_started, reuse_verdict, train_or_reuse,
+from records import (RECORD, STARTED, made_header, mark_started, read_record, reuse_verdict, train_or_reuse,
                      training_record)
 
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import summary_stats  # noqa: E402
 
-CONFIG = "scitldr_small"
+ZH_WORDS = """source "{root}/configs/scitldr_small.conf"
+# scitldr_small with Chinese words (jieba) as its units, its vocabulary size and lengths kept: a newcomer's
+# Chinese corpus prepared with the default config's settings
+PREP_ARGS=(--lang zh --unit word --vocab-size 10000 --max-source-len 300 --max-target-len 60)
+"""
+# corpus -> (what it is, the function writing its raw folder, its config's text or None for the default config,
+# the language of its ROUGE)
+CORPORA = {
+    "cnndm": ("CNN/DailyMail leads -> first highlight (9,000 / 500 / 500 pairs), `./preprocess.sh` with the "
+              "default config", cnndm_lead_headline_raw, None, "en"),
+    "lcsts": ("LCSTS PART_II posts -> their authors' summaries in jieba words (8,666 / 500 / 500 pairs), "
+              "`./preprocess.sh -c zh_words.conf` (the default config with `--lang zh --unit word`)",
+              lcsts_raw, ZH_WORDS, "zh"),
+}
 OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
 DECODINGS = {"old": OLD_DECODING, "new": [], "old_min1": OLD_DECODING + ["--min-len", "1"]}
 ROWS = [("before", "old"), ("before", "new"), ("before", "old_min1"), ("after", "old"), ("after", "new")]
@@ -49,20 +65,39 @@ STUTTER = [("unk", "summaries with a literal <unk>"), ("doubled_first", "first t
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "short_targets")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="cnndm")
+    parser.add_argument("--work", type=Path, help="default: runs/short_targets (cnndm), runs/short_targets_lcsts")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--before-updates", type=int, default=600)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "short_targets.md")
-    return parser.parse_args()
+    parser.add_argument("--out", type=Path, help="default: docs/results/short_targets.md (cnndm), "
+                        "docs/results/short_targets_lcsts.md")
+    parser.add_argument("--reuse-stale", action="store_true",
+                        help="reuse finished trainings made by older code (the report names their commit)")
+    args = parser.parse_args()
+    suffix = "" if args.corpus == "cnndm" else f"_{args.corpus}"
+    args.work = args.work or ROOT / "runs" / f"short_targets{suffix}"
+    args.out = args.out or ROOT / "docs" / "results" / f"short_targets{suffix}.md"
+    return args
 
 
-def prepared(exp: Experiment) -> Path:
-    """WORK/data, made as a user makes it: the corpus converted, then ./preprocess.sh with the default config."""
+def config_of(exp: Experiment, corpus: str) -> str:
+    """The corpus's config: scitldr_small, or its own file in WORK."""
+    text = CORPORA[corpus][2]
+    if text is None:
+        return "scitldr_small"
+    path = exp.work / "zh_words.conf"
+    path.write_text(text.format(root=ROOT), encoding="utf-8")
+    return str(path)
+
+
+def prepared(exp: Experiment, corpus: str) -> Path:
+    """WORK/data, made as a user makes it: the corpus converted, then ./preprocess.sh with its config."""
     data = exp.work / "data"
     if not (data / "bin" / "dict.src.txt").is_file():
-        cnndm_lead_headline_raw(exp, exp.work / "raw")
+        CORPORA[corpus][1](exp, exp.work / "raw")
         shutil.rmtree(data, ignore_errors=True)
-        exp.run(["./preprocess.sh", exp.work / "raw", data], "preprocess.terminal")
+        config = [] if CORPORA[corpus][2] is None else ["-c", config_of(exp, corpus)]
+        exp.run(["./preprocess.sh", *config, exp.work / "raw", data], "preprocess.terminal")
     return data
 
 
@@ -77,22 +112,23 @@ def seed_options(seed: int) -> List[str]:
     return [] if seed == 1 else ["--seed", str(seed)]  # the config's seed is 1
 
 
-def trained(exp: Experiment, data: Path, seed: int, before_updates: int) -> Dict[str, Path]:
+def trained(exp: Experiment, config: str, data: Path, seed: int, before_updates: int, stale: bool = False
+            ) -> Dict[str, Path]:
     """The before model, and the after model: a copy of it that train.sh resumes with the config's budget."""
     user, root = as_a_user(exp), exp.work / f"seed{seed}"
     before, after = root / "before", root / "after"
     before_options = ["--max-update", str(before_updates), *seed_options(seed)]
-    before_record = training_record(CONFIG, before_options, data)
+    before_record = training_record(config, before_options, data)
     train_or_reuse(user, f"seed {seed} before", before, f"train_{seed}_before.terminal", before_record,
-                   [ROOT / "train.sh", data, before, *before_options])
-    after_record = training_record(CONFIG, seed_options(seed), data, parent=before_record)
+                   [ROOT / "train.sh", data, before, *before_options], reuse_stale=stale)
+    after_record = training_record(config, seed_options(seed), data, parent=read_record(before))  # as trained
     log_name = f"train_{seed}_after.terminal"
-    if not (after / STARTED).is_file() and reuse_verdict(user, after, log_name, after_record)[0] is not None:
+    if not (after / STARTED).is_file() and reuse_verdict(user, after, log_name, after_record, stale)[0] is not None:
         shutil.rmtree(after, ignore_errors=True)
         shutil.copytree(before, after, ignore=shutil.ignore_patterns("train_seconds", RECORD))
         mark_started(after, after_record, 0.0)  # train_or_reuse resumes it from the copied checkpoint_last.pt
     train_or_reuse(user, f"seed {seed} after", after, log_name, after_record,
-                   [ROOT / "train.sh", data, after, *seed_options(seed)])
+                   [ROOT / "train.sh", data, after, *seed_options(seed)], reuse_stale=stale)
     return {"before": before, "after": after}
 
 
@@ -104,17 +140,33 @@ def decoded(exp: Experiment, data: Path, model: Path, name: str, decoding: str) 
     return summaries
 
 
-def figures(exp: Experiment, data: Path, summaries: Path, name: str) -> Dict:
+def figures(exp: Experiment, data: Path, summaries: Path, name: str, lang: str) -> Dict:
     """Official ROUGE-1/2/L, per-document scores for the paired intervals, and the stutter figures."""
     lines = read_lines(summaries)
     per_doc = exp.logs / f"rouge_{name}.per_doc.tsv"
-    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", "en",
+    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", lang,
              "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
+    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": str(per_doc),
+            "stutter": stutter_figures(lines), "documents": len(lines)}
+
+
+def stutter_figures(lines: Sequence[str]) -> Dict[str, float]:
+    """summ-analyze's repetition and length figures of the summaries (the model's tokens, --no-detok, read as
+    whitespace-separated units: words, also for a Chinese word model), and how many hold a literal <unk>."""
     counts = summary_stats.aggregate([summary_stats.summary_counts(line, "en") for line in lines])
-    stutter = {key: counts.get(key, {}).get("pooled") or 0.0 for key, _ in STUTTER[1:]}  # summ-analyze's figures
+    stutter = {key: counts.get(key, {}).get("pooled") or 0.0 for key, _ in STUTTER[1:]}
     stutter["unk"] = sum("<unk>" in line.split() for line in lines)
-    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, "en", name), "per_doc": str(per_doc),
-            "stutter": stutter, "documents": len(lines)}
+    return stutter
+
+
+def reference_figures(data: Path) -> Dict[str, float]:
+    """The stutter figures of the test references in the model's tokens (prep.json's tokenizer, tokens joined by
+    spaces as --no-detok writes summaries).  PTB quotes (`` '') are two tokens each."""
+    from fairseq_plugins.text.prepare import load_prep, tokenizer_from_prep
+
+    prep, prep_dir = load_prep(str(data / "prep.json"))
+    tokenizer = tokenizer_from_prep(prep, prep_dir, str(data / "prep.json"))
+    return stutter_figures([" ".join(tokenizer(line)) for line in read_lines(data / "ref" / "test.tgt")])
 
 
 def second_step(model: Path, data: Path, decoding: str) -> Dict[str, Dict[str, float]]:
@@ -130,11 +182,75 @@ def second_step(model: Path, data: Path, decoding: str) -> Dict[str, Dict[str, f
         if len(details.summary_tokens) < 3:  # two tokens and </s>
             continue
         first, second = details.attention[0], details.attention[1]
-        doubled = details.summary_tokens[0] == details.summary_tokens[1]
+        doubled = details.summary_tokens[0] == details.summary_tokens[1] and summary_stats.is_word(
+            details.summary_tokens[0])  # summ-analyze's doubled first token
         p_gen = float(details.p_gen[1]) if details.p_gen is not None else float("nan")
         groups["doubled" if doubled else "other"].append((float((first.clip(max=second)).sum()), p_gen))
-    return {group: {"summaries": len(rows), "overlap": _mean([r[0] for r in rows]), "p_gen": _mean([r[1] for r in rows])}
-            for group, rows in groups.items()}
+    return {group: {"summaries": len(rows), "overlap": _mean([r[0] for r in rows]),
+                    "p_gen": _mean([r[1] for r in rows])} for group, rows in groups.items()}
+
+
+def unk_paths(exp: Experiment, data: Path, model: Path) -> Dict[str, int]:
+    """Summaries of the test documents holding a literal <unk>, by every path a user decodes with, each with its
+    defaults: generate.sh on the binarized split and on the raw text (fairseq-interactive), fairseq-generate
+    --task summarization, the hub (Summarizer.summarize) and summ-serve (POST /summarize, the page's request)."""
+    kept = model.parent / "unk_paths.json"
+    if kept.is_file() and kept.stat().st_mtime > (model / "checkpoint_best.pt").stat().st_mtime:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    raw = exp_raw(data) / "test.src"
+    counts = {}
+    for name, source in (("generate.sh --split test", ["--split", "test"]), ("generate.sh --input", ["--input", raw])):
+        out = model.parent / f"unk_{'split' if '--split' in source else 'input'}.txt"
+        exp.run(["./generate.sh", *source, "--no-detok", "--output", out, data, model], f"unk_{out.stem}.log")
+        counts[name] = holding_unk(read_lines(out))
+    hyps = exp.logs / "unk_fairseq_generate.out"
+    exp.run(["fairseq-generate", data / "bin", "--user-dir", ROOT / "fairseq_plugins", "--task", "summarization",
+             "--path", model / "checkpoint_best.pt", "--gen-subset", "test", "--beam", "5", "--max-len-b", "60",
+             "--min-len", "5", "--batch-size", "32", "--required-batch-size-multiple", "1"],
+            "unk_fairseq_generate.log", stdout=hyps)
+    counts["fairseq-generate --task summarization"] = holding_unk(
+        [line.split("\t")[2] for line in read_lines(hyps) if line.startswith("H-")])
+    documents = read_lines(raw)
+    counts["Summarizer.summarize"] = holding_unk(hub_summaries(exp, model, documents))
+    counts["summ-serve POST /summarize"] = holding_unk(served_summaries(exp, model, documents))
+    kept.write_text(json.dumps(counts, indent=1) + "\n", encoding="utf-8")
+    return counts
+
+
+def holding_unk(summaries: Sequence[str]) -> int:
+    return sum("<unk>" in summary for summary in summaries)  # detokenized text may glue it to punctuation
+
+
+def hub_summaries(exp: Experiment, model: Path, documents: List[str]) -> List[str]:
+    program = ("import json, sys\nfrom fairseq_plugins.inference.hub import Summarizer\n"
+               "documents = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+               "print(json.dumps(Summarizer.from_pretrained(sys.argv[1]).summarize(documents, detok=False)))\n")
+    listed = model.parent / "unk_documents.json"
+    listed.write_text(json.dumps(documents), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", program, str(model), str(listed)], cwd=ROOT, env=exp.env,
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def served_summaries(exp: Experiment, model: Path, documents: List[str], chunk: int = 50) -> List[str]:
+    """summ-serve on a free port, the documents posted ``chunk`` at a time."""
+    process = subprocess.Popen(["summ-serve", str(model), "--port", "0"], cwd=ROOT, env=exp.env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = next((found.group(1) + "/summarize" for line in process.stderr
+                    if (found := re.search(r"listening on (http://[0-9.]+:\d+)/", line))), None)
+        if url is None:
+            exp.fail("summ-serve did not start")
+        summaries = []
+        for start in range(0, len(documents), chunk):
+            request = urllib.request.Request(url, method="POST", data=json.dumps(
+                {"documents": documents[start:start + chunk]}).encode("utf-8"))
+            with urllib.request.urlopen(request, timeout=600) as response:
+                summaries += json.loads(response.read())["summaries"]
+        return summaries
+    finally:
+        process.terminate()
+        process.wait(120)
 
 
 def exp_raw(data: Path) -> Path:
@@ -146,15 +262,16 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def report(args, results: Dict, started: float) -> str:
-    seeds = sorted(results)
+    seeds = sorted(seed for seed in results if seed != "references")
     lines = ["# A short-target corpus: what the defaults gave, and give", ""]
     lines += made_header("short_targets.py", note=f"seeds {', '.join(map(str, seeds))}; "
                          f"{(time.time() - started) / 60:.0f} min this run")
-    lines += ["",
-              "CNN/DailyMail leads -> first highlight (9,000 / 500 / 500 pairs), `./preprocess.sh` with the default "
-              "config, `./train.sh DATA MODEL`.  *before*: `--max-update 600`, decoded `--allow-unk "
-              "--block-ngram-repeat 0` (the defaults until then); *after*: the same run resumed by `./train.sh` with "
-              "nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 F1 on the 500 test "
+    trained_at = ", ".join(f"seed {seed}: before {results[seed]['trained_at']['before']}, after "
+                           f"{results[seed]['trained_at']['after']}" for seed in seeds)
+    lines += ["", f"Trained at commits {trained_at}.", "",
+              f"{CORPORA[args.corpus][0]}, `./train.sh DATA MODEL`.  *before*: `--max-update 600`, decoded "
+              "`--allow-unk --block-ngram-repeat 0` (the defaults until then); *after*: the same run resumed by "
+              "`./train.sh` with nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 F1 on the 500 test "
               "documents (`--no-detok`).", ""]
     header = "| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |"
     lines += [header, "|" + "---|" * (6 + len(STUTTER))]
@@ -165,6 +282,9 @@ def report(args, results: Dict, started: float) -> str:
             cells = [f"{row['stutter'][key]:.1f}" if key != "unk" else str(row['stutter'][key]) for key, _ in STUTTER]
             lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
                          f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
+    refs = results["references"]
+    cells = [f"{refs[key]:.1f}" if key != "unk" else str(refs[key]) for key, _ in STUTTER]
+    lines.append("| | references | | | | | " + " | ".join(cells) + " |")
     lines += ["", "## Paired differences (B - A, ROUGE points, 95 % bootstrap per seed)", "",
               "| A -> B | metric | per seed | verdict |", "|---|---|---|---|"]
     for a, b, label in PAIRS:
@@ -173,6 +293,11 @@ def report(args, results: Dict, started: float) -> str:
         for index, metric in enumerate(("ROUGE-1", "ROUGE-2", "ROUGE-L")):
             per_seed = [run[index] for run in runs]
             lines.append(f"| {label} | {metric} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+    first = results[seeds[0]]
+    if "unk_paths" in first:
+        lines += ["", f"## Summaries with a literal <unk>, by path (seed {seeds[0]}, after, each path's defaults)", "",
+                  "| path | summaries with <unk> (of 500) |", "|---|---|"]
+        lines += [f"| {path} | {count} |" for path, count in first["unk_paths"].items()]
     lines += ["", "## The second output token, teacher-forced (beam 5 summaries of the test documents)", "",
               "overlap: the share of step 2's attention that step 1's attention already held, "
               "sum_i min(a_1i, a_2i); p_gen: See eq 8 at step 2.", "",
@@ -186,18 +311,33 @@ def report(args, results: Dict, started: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_results(exp: Experiment, corpus: str, data: Path, seed: int, before_updates: int, stale: bool) -> Dict:
+    """One seed's rows and second-step figures, kept in WORK/seedS/results.json and reused while it is newer than
+    both models' checkpoint_best.pt."""
+    models = trained(exp, config_of(exp, corpus), data, seed, before_updates, stale)
+    kept = exp.work / f"seed{seed}" / "results.json"
+    newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
+    if kept.is_file() and kept.stat().st_mtime > newest:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    rows = {f"{m}_{d}": figures(exp, data, decoded(exp, data, models[m], f"{m}_{d}", d), f"{seed}_{m}_{d}",
+                                CORPORA[corpus][3]) for m, d in ROWS}
+    results = {"rows": rows, "second_step": {m: second_step(models[m], data, "old") for m in models}}
+    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return results
+
+
 def main():
     args = parse_args()
     started = time.time()
     exp = Experiment("short_targets", args.work)
-    data = prepared(exp)
-    results = {}
+    data = prepared(exp, args.corpus)
+    results = {"references": reference_figures(data)}
     for seed in args.seeds:
-        models = trained(exp, data, seed, args.before_updates)
-        rows = {f"{m}_{d}": figures(exp, data, decoded(exp, data, models[m], f"{m}_{d}", d), f"{seed}_{m}_{d}")
-                for m, d in ROWS}
-        results[seed] = {"rows": rows, "second_step": {m: second_step(models[m], data, "old") for m in models}}
-        (exp.work / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        results[seed] = seed_results(exp, args.corpus, data, seed, args.before_updates, args.reuse_stale)
+        results[seed]["trained_at"] = {m: read_record(exp.work / f"seed{seed}" / m)["code"]["commit"]
+                                       for m in ("before", "after")}
+        if seed == args.seeds[0]:
+            results[seed]["unk_paths"] = unk_paths(exp, data, exp.work / f"seed{seed}" / "after")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report(args, results, started), encoding="utf-8")
         exp.log(f"seed {seed} done: {args.out}")
