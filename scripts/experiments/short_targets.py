@@ -40,7 +40,7 @@ from fairseq_plugins.scoring import summary_stats  # noqa: E402
 ZH_WORDS = """source "{root}/configs/scitldr_small.conf"
 # scitldr_small with Chinese words (jieba) as its units, its vocabulary size and lengths kept: a newcomer's
 # Chinese corpus prepared with the default config's settings
-PREP_ARGS=(--lang zh --unit word --vocab-size 10000 --max-source-len 300 --max-target-len 60)
+PREP_ARGS=(--lang zh --unit jieba --vocab-size 10000 --max-source-len 300 --max-target-len 60)
 """
 # corpus -> (what it is, the function writing its raw folder, its config's text or None for the default config,
 # the language of its ROUGE)
@@ -48,7 +48,7 @@ CORPORA = {
     "cnndm": ("CNN/DailyMail leads -> first highlight (9,000 / 500 / 500 pairs), `./preprocess.sh` with the "
               "default config", cnndm_lead_headline_raw, None, "en"),
     "lcsts": ("LCSTS PART_II posts -> their authors' summaries in jieba words (8,666 / 500 / 500 pairs), "
-              "`./preprocess.sh -c zh_words.conf` (the default config with `--lang zh --unit word`)",
+              "`./preprocess.sh -c zh_words.conf` (the default config with `--lang zh --unit jieba`)",
               lcsts_raw, ZH_WORDS, "zh"),
 }
 OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
@@ -271,8 +271,8 @@ def report(args, results: Dict, started: float) -> str:
     lines += ["", f"Trained at commits {trained_at}.", "",
               f"{CORPORA[args.corpus][0]}, `./train.sh DATA MODEL`.  *before*: `--max-update 600`, decoded "
               "`--allow-unk --block-ngram-repeat 0` (the defaults until then); *after*: the same run resumed by "
-              "`./train.sh` with nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 F1 on the 500 test "
-              "documents (`--no-detok`).", ""]
+              "`./train.sh` with nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 "
+              "F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
     header = "| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |"
     lines += [header, "|" + "---|" * (6 + len(STUTTER))]
     for seed in seeds:
