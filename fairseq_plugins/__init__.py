@@ -12,9 +12,6 @@ that imports this package before fairseq calls ``fairseq_plugins.register()`` it
 """
 import sys
 
-from fairseq_plugins import moved
-
-moved.install()  # the old import paths of modules that moved (moved.py)
 _registered = False
 
 

@@ -42,7 +42,8 @@ except ImportError:  # run from a checkout without the editable install
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fairseq_plugins.text.prepare import load_prep, raw_files, tokenizer_from_prep
-from fairseq_plugins.text.textio import UserError, read_lines, run_cli
+from fairseq_plugins.cli.common import run_cli
+from fairseq_plugins.text.textio import UserError, read_lines
 from fairseq_plugins.text.tokenization import DEFAULT_UNIT, LANGS, Tokenizer, check_unit
 
 PROG = "train_word2vec"

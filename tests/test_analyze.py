@@ -112,6 +112,10 @@ def test_immediate_repeats_and_a_doubled_first_token():
     assert figures["with_immediate_repeat"]["pooled"] == pytest.approx(100 * 2 / 5)
     assert figures["doubled_first"]["pooled"] == pytest.approx(100 * 1 / 5)
     assert ab.summary_counts("a . <q> a b")["immediate_repeats"] == (0, 3)  # the separator is no token
+    quoted = ab.summary_counts("` ` bye , bye ' ' . .")  # PTB quotes and repeated punctuation are no stutter
+    assert quoted["immediate_repeats"] == (0, 8) and quoted["doubled_first"] == (0.0, 1)
+    assert ab.summary_counts("好好 学习")["immediate_repeats"] == (0, 1)
+    assert ab.summary_counts("7 7 ok")["doubled_first"] == (1.0, 1)  # a number is a word
     report = ab.format_report({"system": figures}, 5, "en")
     assert re.search(r"^immediate repeats %\s+42\.86 \(", report, re.M)
     assert re.search(r"^doubled first token %\s+20\.00$", report, re.M)

@@ -447,3 +447,25 @@ def test_song2020_configs_train(csl_sp, config, embed_dim, paper_schedule):
         assert "output layer tied to the embeddings=True" in log and "output_projection" not in log
         assert "attention query=current" in log  # Luong's concat attention, which the paper's text names
         assert re.search(r"valid on 'valid' subset .*\| rouge_l [\d.]+ ", log), log[-2000:]
+
+@pytest.mark.parametrize("model, copies_by_default", [("pgn_lstm", True), ("dca_lstm", True),
+                                                      ("global_gate_gru", False)])
+def test_every_model_spells_its_copy_switch_copy_and_no_copy(model, copies_by_default):
+    """--copy and --no-copy on every architecture, each keeping its paper's default (See et al. and Celikyilmaz et
+    al. copy; Song & Zhao do not)."""
+    import argparse
+    import importlib
+
+    module = importlib.import_module(f"fairseq_plugins.models.{model}")
+    model_class = next(cls for name, cls in vars(module).items() if name.endswith("Model")
+                       and getattr(cls, "__module__", "") == module.__name__)
+    parser = argparse.ArgumentParser()
+    model_class.add_args(parser)
+
+    def copies(*argv):
+        args = parser.parse_args(list(argv))
+        return args.copy if hasattr(args, "copy") else not args.no_copy
+
+    assert copies() is copies_by_default
+    assert copies("--copy") is True and copies("--no-copy") is False
+    assert copies("--no-copy", "--copy") is True  # the last one wins, as fairseq reads options

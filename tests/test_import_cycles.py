@@ -43,10 +43,10 @@ LAYERS = {  # a package -> the packages of fairseq_plugins it must not import (t
     "criterions": ("cli", "inference", "serve", "viz"),
     "generation": ("cli", "inference", "serve", "viz"),
     "tasks": ("cli", "inference", "serve", "viz"),
-    "runtime": ("cli", "serve", "viz"),
-    "inference": ("cli", "serve", "viz"),
-    "viz": ("cli", "serve"),
-    "serve": ("cli",),
+    "runtime": ("criterions", "cli", "serve", "viz"),
+    "inference": ("criterions", "cli", "serve", "viz"),
+    "viz": ("criterions", "cli", "serve"),
+    "serve": ("criterions", "cli"),
 }
 
 

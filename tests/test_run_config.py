@@ -77,7 +77,8 @@ def test_a_disagreeing_c_is_an_error_unless_forced(made):
 @pytest.mark.slow
 def test_the_hub_decodes_with_the_models_gen_args(made):
     from fairseq_plugins.inference.hub import Summarizer
-    from fairseq_plugins.inference.options import DEFAULT_GENERATION, generation_options
+    from fairseq_plugins.generation.defaults import DEFAULT_GENERATION
+    from fairseq_plugins.inference.options import generation_options
 
     work, config, data, model, _ = made
     summarizer = Summarizer.from_pretrained(model, checkpoint_file="checkpoint_last.pt", device="cpu")
@@ -94,7 +95,8 @@ def test_the_hub_decodes_with_the_models_gen_args(made):
 
 
 def test_the_hubs_default_generation_is_scitldr_smalls_gen_args():
-    from fairseq_plugins.inference.options import DEFAULT_GENERATION, generation_options
+    from fairseq_plugins.generation.defaults import DEFAULT_GENERATION
+    from fairseq_plugins.inference.options import generation_options
 
     gen_args = run(["bash", "-c", 'source scripts/lib.sh; load_config scitldr_small; printf "%s\\n" "${GEN_ARGS[@]}"'])
     assert generation_options(gen_args.stdout.split()) == DEFAULT_GENERATION

@@ -12,10 +12,10 @@ from fairseq_plugins.criterions.semantic_cohesion import (
     SelfCriticalCohesionConfig,
     SelfCriticalCohesionCriterion,
     SemanticCohesionCriterion,
-    pair_cosines,
     semantic_cohesion,
 )
 from fairseq_plugins.generation.sampling import FreeRun, teacher_forcing_input
+from fairseq_plugins.modules.sentence_states import pair_cosines
 from fairseq_plugins.text.markers import marker
 
 DICT = tiny_dictionary("a b c d e f g . 。 <q>")  # a..g = 4..10, . = 11, 。 = 12, <q> = 13, markers 14..17

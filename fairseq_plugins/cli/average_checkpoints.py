@@ -3,7 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairseq_plugins.text.textio import finish_parser, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.runtime import average_checkpoints as _library
 from fairseq_plugins.runtime.average_checkpoints import PROG, average, last_checkpoints, num_updates, save_atomically
 

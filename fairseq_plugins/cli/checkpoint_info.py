@@ -4,7 +4,7 @@ which checkpoint and why (fairseq_plugins/runtime/checkpoint_info.py).
 import argparse
 import sys
 
-from fairseq_plugins.text.textio import finish_parser
+from fairseq_plugins.cli.common import finish_parser
 from fairseq_plugins.runtime import checkpoint_info as _library
 from fairseq_plugins.runtime.checkpoint_info import PROG, read_facts, run_summary
 

@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from fairseq_plugins.text.textio import finish_parser, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.text import convert as _library
 from fairseq_plugins.text.convert import PROG, cmd_jsonl, cmd_lcsts, cmd_parallel, cmd_split, cmd_story, cmd_tsv
 

@@ -4,7 +4,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from fairseq_plugins.text.textio import finish_parser, report_error
+from fairseq_plugins.cli.common import finish_parser, report_error
 from fairseq_plugins.scoring.files2rouge import DEFAULT_ROUGE_N, run
 
 

@@ -2,7 +2,8 @@
 import argparse
 import sys
 
-from fairseq_plugins.text.textio import finish_parser, no_stdout, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
+from fairseq_plugins.text.textio import no_stdout
 from fairseq_plugins.text.tokenization import LANGS
 from fairseq_plugins.text import prepare as _library
 from fairseq_plugins.text.prepare import PROG, UNITS, apply, build

@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from fairseq_plugins.text.textio import finish_parser, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.text import restore as _library
 from fairseq_plugins.text.restore import PROG, restore
 

@@ -1,12 +1,12 @@
-"""``summ-rl-stats``: its options and entry point (fairseq_plugins/runtime/rl_stats.py)."""
+"""``summ-rl-stats``: its options and entry point (fairseq_plugins/criterions/self_critical_stats.py)."""
 import argparse
 import json
 import torch
 
-from fairseq_plugins.text.textio import finish_parser, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.viz.attention_stats import load
-from fairseq_plugins.runtime import rl_stats as _library
-from fairseq_plugins.runtime.rl_stats import PROG, criterion, split_stats
+from fairseq_plugins.criterions import self_critical_stats as _library
+from fairseq_plugins.criterions.self_critical_stats import PROG, criterion, split_stats
 
 
 def body(argv):

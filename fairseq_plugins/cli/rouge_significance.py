@@ -3,7 +3,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairseq_plugins.text.textio import UserError, finish_parser, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
+from fairseq_plugins.text.textio import UserError
 from fairseq_plugins.scoring import significance as _library
 from fairseq_plugins.scoring.significance import METRICS, PROG, paired_bootstrap, read_per_doc
 

@@ -4,7 +4,7 @@ train.sh's reader of fairseq-train's output (fairseq_plugins/runtime/training_lo
 import argparse
 import sys
 
-from fairseq_plugins.text.textio import finish_parser
+from fairseq_plugins.cli.common import finish_parser
 from fairseq_plugins.runtime import training_log as _library
 from fairseq_plugins.runtime.training_log import PROG, Progress, failure_excerpt, follow, ignore_stop_signals
 

@@ -19,7 +19,8 @@ import logging
 import os
 import sys
 
-from fairseq_plugins.text.textio import UserError, finish_parser, no_stdout, read_lines, run_cli
+from fairseq_plugins.cli.common import finish_parser, run_cli
+from fairseq_plugins.text.textio import UserError, no_stdout, read_lines
 
 PROG = "summ-visualize-attention"
 

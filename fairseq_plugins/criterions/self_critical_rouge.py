@@ -39,14 +39,11 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.models import FairseqEncoderDecoderModel
 from fairseq.dataclass import ChoiceEnum
 
-from fairseq_plugins.criterions.focal_copy_coverage import (
-    FocalCopyCoverageConfig,
-    FocalCopyCoverageCriterion,
-    target_log_probs,
-)
+from fairseq_plugins.criterions.focal_copy_coverage import FocalCopyCoverageConfig, FocalCopyCoverageCriterion
 from fairseq_plugins.criterions.nonfinite import NonFinitePolicy
 from fairseq_plugins.generation.ngram_blocking import NGramBlocker, ignore_ids
 from fairseq_plugins.generation.sampling import FreeRun, encoder_input, sample_and_greedy, teacher_forcing_input
+from fairseq_plugins.modules.target_scores import target_log_probs
 from fairseq_plugins.modules.training_switches import dropout_off, own_predictions_off
 from fairseq_plugins.scoring.rouge_reward import LCS_BACKENDS, RougeReward, parse_reward
 from fairseq_plugins.text.markers import marker_index

@@ -65,10 +65,11 @@ import numpy as np
 import torch
 
 import fairseq_plugins
+from fairseq_plugins.generation.defaults import DEFAULT_GENERATION, FAIRSEQ_GENERATION
 from fairseq_plugins.inference import package
 from fairseq_plugins.inference.inputs import (InputReport, LossyInputError, Prepared, SummaryDetails, as_line,
                                               check_options, check_texts)
-from fairseq_plugins.inference.options import (DEFAULT_GENERATION, INTERACTIVE_BUFFER_SIZE, model_device,
+from fairseq_plugins.inference.options import (INTERACTIVE_BUFFER_SIZE, model_device,
                                                recorded_generation, resolve_device)
 from fairseq_plugins.runtime.length_fit import length_warnings
 from fairseq_plugins.text import markers
@@ -243,21 +244,22 @@ class Summarizer:
         return prepared
 
     # ------------------------------------------------------------------ generation
-    def build_generator(self, beam=5, max_len_a=0, max_len_b=60, min_len=5, lenpen=1.0, block_ngram_repeat=0,
-                        block_ignore="", coverage_penalty=0.0, **options):
+    def build_generator(self, **options):
         """The task's generator (for ``--task summarization`` the project's beam search, with n-gram blocking and
         the coverage penalty as ``generate.sh`` passes them: ``block_ngram_repeat=3`` is
-        ``--block-ngram-repeat 3``); ``options`` are other fairseq generation options (``unkpen``,
-        ``sampling``...), named as attributes of fairseq's GenerationConfig.  ``summarize`` passes the model's
-        own options (``self.generation``); these defaults are fairseq's, as for ``generate.sh -c CONFIG``."""
-        project = dict(block_ngram_repeat=block_ngram_repeat, block_ignore=block_ignore,
-                       coverage_penalty=coverage_penalty)
-        if not hasattr(self.task, "generator_options") and any(project.values()):
-            raise ValueError(f"{', '.join(k for k, v in project.items() if v)} need a model trained with "
-                             f"--task summarization (this one has {type(self.task).__name__})")
-        args = argparse.Namespace(beam=beam, max_len_a=max_len_a, max_len_b=max_len_b, min_len=min_len,
-                                  lenpen=lenpen, **project, **options)
-        return self.task.build_generator([self.model], args)
+        ``--block-ngram-repeat 3``); ``options`` are fairseq generation options (``beam``, ``min_len``,
+        ``unkpen``, ``sampling``...) named as attributes of fairseq's GenerationConfig, and the summarization
+        task's search options (``block_ngram_repeat``, ``block_ignore``, ``coverage_penalty``, ``allow_unk``).
+        What ``options`` leave out is fairseq's default (``FAIRSEQ_GENERATION``) or the task's own option.
+        ``summarize`` passes the model's own options (``self.generation``)."""
+        project = [name for name in self.task_search_options if options.get(name)]
+        if not hasattr(self.task, "generator_options") and project:
+            raise ValueError(f"{', '.join(project)} need a model trained with --task summarization (this one has "
+                             f"{type(self.task).__name__})")
+        settings = {key: value for key, value in FAIRSEQ_GENERATION.items() if key != "batch_size"}
+        return self.task.build_generator([self.model], argparse.Namespace(**dict(settings, **options)))
+
+    task_search_options = ("block_ngram_repeat", "block_ignore", "coverage_penalty")
 
     def _batches(self, tokens: List[torch.Tensor], batch_size: int, max_positions):
         """fairseq-interactive's batches of ``tokens``: the index batches its batch iterator makes (fairseq's

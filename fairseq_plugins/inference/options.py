@@ -1,21 +1,17 @@
 """The hub's generation options and device: a config's GEN_ARGS as keyword arguments of ``summarize`` (over
-fairseq-interactive's defaults, as generate.sh decodes), the options recorded with a model, and the device checked."""
+fairseq-interactive's defaults, as generate.sh decodes: generation/defaults.py), the options recorded with a
+model, and the device checked."""
 import argparse
 import logging
 from typing import Dict, Sequence
 
 import torch
 
+from fairseq_plugins.generation.defaults import DEFAULT_GENERATION, FAIRSEQ_GENERATION
 from fairseq_plugins.runtime import run_config
 
 # generate.sh runs fairseq-interactive with --buffer-size 64: inputs are batched 64 at a time.
 INTERACTIVE_BUFFER_SIZE = 64
-DEFAULT_BATCH_SIZE = 32
-# fairseq-interactive's defaults for what a config's GEN_ARGS leave out (generate.sh adds --batch-size 32)
-FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0,
-                      "batch_size": DEFAULT_BATCH_SIZE}
-# configs/scitldr_small.conf's GEN_ARGS: a model directory without config.json
-DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5, block_ngram_repeat=3)
 
 logger = logging.getLogger(__name__)
 

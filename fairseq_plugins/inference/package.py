@@ -256,10 +256,3 @@ def package(save_dir, out, checkpoint: str = CHECKPOINT, data_dir=None, rouge_fi
         shutil.rmtree(work, ignore_errors=True)
         raise
     return out
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.inference.package", "fairseq_plugins.cli.package")

@@ -127,10 +127,3 @@ def quantizing(load, quantize: str):
             logger.info("decoder modules in %s: %s", quantize, ", ".join(quantize_model(model, quantize)))
         return models, cfg
     return load_and_quantize
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.inference.quantize", "fairseq_plugins.cli.quantize")

@@ -305,6 +305,8 @@ class DCALSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                             help="the output layer does not read the previous step's document context "
                                  "(~Celikyilmaz eq 13)")
         parser.add_argument("--no-copy", action="store_true", help="no multi-agent pointer: P(w) = P_voc(w)")
+        parser.add_argument("--copy", dest="no_copy", action="store_false", default=False,
+                            help="the multi-agent pointer (the default): P(w) = ~Celikyilmaz eq 16")
         parser.add_argument("--decoder-init-cell", choices=INIT_CELL,
                             help="decoder's initial cell: agent (projection of the first agent's final cells) or "
                                  "zeros [interpretation]")

@@ -309,6 +309,8 @@ class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--copy", action="store_true",
                             help="add a copy switch and See et al.'s copy mixture over the attention (not in the "
                                  "paper): source OOV words become producible")
+        parser.add_argument("--no-copy", dest="copy", action="store_false", default=False,
+                            help="no copy switch (the default, as in the paper): P(w) = Song eq 17")
         parser.add_argument("--attention-query", choices=["previous", "current"],
                             help="the decoder state the attention reads at step t: previous = s_{t-1} (Song eq 12/18 "
                                  "as printed, the default), current = s_t (Luong's concat attention, which the "

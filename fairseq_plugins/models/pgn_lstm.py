@@ -522,6 +522,8 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                                  "pgn_lstm_see2017: the encoder state size, 2 x encoder hidden)")
         parser.add_argument("--no-copy", action="store_true",
                             help="no pointer: P(w) = P_vocab(w) (the paper's attention baseline)")
+        parser.add_argument("--copy", dest="no_copy", action="store_false", default=False,
+                            help="the pointer (the default): P(w) = See eq 9")
         parser.add_argument("--no-coverage", action="store_true",
                             help="no coverage vector: neither in the attention nor for the coverage loss")
         parser.add_argument("--no-coverage-attention", dest="no_coverage_attention", action="store_true",

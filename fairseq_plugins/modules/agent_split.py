@@ -63,10 +63,6 @@ class AgentLayout:
         positions = torch.arange(self.tokens.size(2), device=self.tokens.device)
         return positions.view(1, 1, -1) >= self.lengths.unsqueeze(2)
 
-    def to_source_order(self, values: Tensor) -> Tensor:
-        """``agents_to_source`` with this layout."""
-        return agents_to_source(values, self.flat_index, self.source_padding)
-
 
 def agents_to_source(values: Tensor, flat_index: Tensor, source_padding: Tensor) -> Tensor:
     """Per-agent values in source order, 0 at padding: B x T x M x S_a -> B x T x S.

@@ -296,7 +296,7 @@ def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Opti
         d_gates = torch.stack(gate_rows, dim=1)  # B x T x 4H
     before = torch.cat([hidden0.unsqueeze(1), states[:, :-1]], dim=1).flatten(0, 1)  # BT x H   s_{t-1}
     flat_gates = d_gates.flatten(0, 1).t()  # 4H x BT
-    d_keys_unused, d_v, d_weight = grads.totals()
+    _, d_v, d_weight = grads.totals()  # dL/dk is summed in grads.key_gradient
     return (
         d_gates,
         torch.mm(flat_gates, feeds_before(feed0, contexts)) if feeds else None,  # dL/dW_f

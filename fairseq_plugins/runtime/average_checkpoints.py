@@ -90,10 +90,3 @@ def save_atomically(state: dict, output: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, output)
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.runtime.average_checkpoints", "fairseq_plugins.cli.average_checkpoints")

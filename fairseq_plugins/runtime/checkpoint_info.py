@@ -70,10 +70,3 @@ def run_summary(save_dir) -> str:
         if (save_dir / name).is_file():
             lines.append(f"{label}: {read_facts(save_dir / name).describe()}")
     return "\n".join(lines) if lines else f"no checkpoint in {save_dir}"
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.runtime.checkpoint_info", "fairseq_plugins.cli.checkpoint_info")

@@ -65,10 +65,3 @@ def split_counted(values: List[str]) -> List[List[str]]:
         arrays.append(rest[1:1 + count])
         rest = rest[1 + count:]
     return arrays + [rest]
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.runtime.run_config", "fairseq_plugins.cli.run_config")

@@ -288,10 +288,3 @@ def failure_excerpt(lines: List[str], most: int = 40) -> List[str]:
 def ignore_stop_signals() -> None:
     for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.runtime.training_log", "fairseq_plugins.cli.training_log")

@@ -109,10 +109,3 @@ def run(reference_path: str, summary_path: str, rouge_args: str | None = None, v
             print(report, file=f)
     print("Elapsed time: %.3f seconds" % (time.time() - start))
     return report
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.scoring.files2rouge", "fairseq_plugins.cli.files2rouge")

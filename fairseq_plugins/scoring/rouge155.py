@@ -378,10 +378,3 @@ def write_per_doc_tsv(result: dict, path: str) -> None:
         f.write("\t".join(["doc"] + [f"{m}-{k}" for m in metrics for k in ("f", "p", "r")]) + "\n")
         for i, doc in enumerate(result.get("per_doc", [])):
             f.write("\t".join([str(i)] + [f"{doc[m][k]:.5f}" for m in metrics for k in ("f", "p", "r")]) + "\n")
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.scoring.rouge155", "fairseq_plugins.cli.rouge")

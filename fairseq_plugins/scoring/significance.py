@@ -62,10 +62,3 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int, seed: int):
     low, high = np.percentile(resampled, [2.5, 97.5], axis=0)
     not_better = (resampled <= 0).mean(axis=0)
     return diff.mean(axis=0), low, high, not_better
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.scoring.significance", "fairseq_plugins.cli.rouge_significance")

@@ -34,8 +34,10 @@ Definitions (every figure is per system):
   share of the summary's trigrams equal to an earlier trigram of the same summary (a trigram occurring k times
   counts k - 1); **summaries with a repeat**: the share of summaries with at least one.
 * **Immediate repeats** (the stutter of an undertrained decoder, "title title policy"): the share of the summary's
-  tokens after the first that equal the token right before them; **summaries with a stutter**: the share of
-  summaries with at least one; **doubled first token**: the share of summaries whose first two tokens are the same.
+  tokens after the first that equal the token right before them and hold a letter or a digit (a word, a number, a
+  Chinese character: a doubled quote mark, as PTB's ```` `` ```` becomes, is no stutter); **summaries with a
+  stutter**: the share of summaries with at least one; **doubled first token**: the share of summaries whose first
+  two tokens are the same word.
 * **Lengths**: mean tokens and sentences per summary, and the share of empty summaries (no token); empty
   summaries are counted in every mean.
 
@@ -171,8 +173,13 @@ def repeated_trigrams(units: Sequence[str]) -> Tuple[int, int]:
 
 
 def immediate_repeats(units: Sequence[str]) -> Tuple[int, int]:
-    """(tokens equal to the token right before them, tokens that have one before them)."""
-    return sum(a == b for a, b in zip(units, units[1:])), max(len(units) - 1, 0)
+    """(words equal to the token right before them, tokens that have one before them); a word holds a letter or
+    a digit, so repeated punctuation is not counted."""
+    return sum(a == b and is_word(b) for a, b in zip(units, units[1:])), max(len(units) - 1, 0)
+
+
+def is_word(unit: str) -> bool:
+    return any(char.isalnum() for char in unit)
 
 
 def summary_counts(summary: str, lang: str = "en", lower: bool = False) -> Counts:
@@ -186,7 +193,7 @@ def _summary_figures(sentences: Sequence[Sequence[str]]) -> Counts:
     stutters, followers = immediate_repeats(units)
     return {"repeated_trigrams": (repeats, trigrams), "with_repeat": (float(repeats > 0), 1),
             "immediate_repeats": (stutters, followers), "with_immediate_repeat": (float(stutters > 0), 1),
-            "doubled_first": (float(len(units) > 1 and units[0] == units[1]), 1),
+            "doubled_first": (float(len(units) > 1 and units[0] == units[1] and is_word(units[0])), 1),
             "tokens": (len(units), 1), "sentences": (len(sentences), 1), "empty": (float(not units), 1)}
 
 

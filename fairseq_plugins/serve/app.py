@@ -213,10 +213,3 @@ async def serve(app: web.Application, host: str, port: int, drain_timeout: float
     logger.info("draining: %d accepted requests to answer, no new ones", service.in_progress)
     await runner.cleanup()  # stops listening first, then waits for the accepted requests
     logger.info("stopped")
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.serve.app", "fairseq_plugins.cli.serve")

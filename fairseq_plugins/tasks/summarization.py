@@ -60,6 +60,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_plugins.generation.defaults import VALIDATION_GENERATION
 from fairseq_plugins.generation.generator import SummarizationGenerator, SummarizationGeneratorWithAlignment
 from fairseq_plugins.scoring.accuracy import summary_accuracy
 from fairseq_plugins.scoring.validation_rouge import METRICS as ROUGE_METRICS, ValidationRouge
@@ -97,7 +98,7 @@ class SummarizationConfig(TranslationConfig):
         default=None, metadata={"help": "--eval-rouge: the folder preprocess.sh wrote (prep.json, tok/, ref/); "
                                         "default: the parent of the data directory"})
     eval_gen_args: str = field(
-        default='{"beam": 1, "max_len_a": 0, "max_len_b": 100}',
+        default=json.dumps(VALIDATION_GENERATION),
         metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
                           "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty, "
                           "fairseq_beam_search)"},

@@ -444,10 +444,3 @@ def cmd_split(args):
             for i, (src, tgt) in enumerate(docs):
                 if assignment[i] == name:
                     out.write(src, tgt)
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.text.convert", "fairseq_plugins.cli.convert")

@@ -541,10 +541,3 @@ def apply(args):
     report_split(display_name(args.input), stats, max_src, None)
     warn_apply_truncation(display_name(args.input), stats, max_src)
     say(f"wrote {args.out_prefix}.src and {args.out_prefix}.oov ({stats.documents} lines)")
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.text.prepare", "fairseq_plugins.cli.prepare")

@@ -139,10 +139,3 @@ def restore(args):
               f"(decoded with --allow-unk, or by a search without the summarization task)", file=sys.stderr)
     if counts["empty"]:
         print(f"{PROG}: warning: {counts['empty']} empty summaries (kept as empty lines)", file=sys.stderr)
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.text.restore", "fairseq_plugins.cli.restore")

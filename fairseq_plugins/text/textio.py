@@ -1,18 +1,14 @@
-"""Small I/O helpers shared by the project's commands: strict UTF-8 line reading, atomic writing, user errors,
-the exit statuses and the options every ``summ-*`` command has.
-
-Exit status of every command: 0 success, 1 runtime failure, 2 usage or bad input (argparse's own usage errors
-are 2 as well).  ``-`` is stdin as an input file and stdout as an output file.
+"""Small I/O helpers shared by the libraries and the commands: strict UTF-8 line reading, atomic writing and the
+error a bad input or option raises (``UserError``; the commands' plumbing is in cli/common.py).  ``-`` is stdin
+as an input file and stdout as an output file.
 
 Lines are split on ``\\n`` only (never on the other characters ``str.splitlines`` treats as line breaks, such
 as U+2028 or U+0085), so that a document can never silently turn into two.  Every decoding problem is
 reported with the file name and the 1-based line number.
 """
-import argparse
 import difflib
 import gzip
 import os
-import re
 import sys
 
 STDIN = "-"
@@ -145,52 +141,6 @@ class _Stdout:
         sys.stdout.flush()
 
 
-def version() -> str:
-    """The installed project's version (pyproject.toml's), or "unknown" when it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def add_version(parser):
-    """``--version``: prints ``PROG (fairseq-summarization-plugins VERSION)`` and exits 0."""
-    parser.add_argument("--version", action="version", version=f"%(prog)s ({DISTRIBUTION} {version()})")
-    return parser
-
-
-def finish_parser(parser):
-    """A command's parser as every ``summ-*`` command has it: its help texts as plain text (``plain_text``) and
-    ``--version``."""
-    make_plain(parser)
-    return add_version(parser)
-
-
-def make_plain(parser) -> None:
-    """The parser's description, epilog and option help (its subcommands' too) as plain text."""
-    for name in ("description", "epilog"):
-        if getattr(parser, name):
-            setattr(parser, name, plain_text(getattr(parser, name)))
-    for action in parser._actions:
-        if action.help:
-            action.help = plain_text(action.help)
-        for subparser in (action.choices or {}).values() if action.nargs == argparse.PARSER else ():
-            make_plain(subparser)
-
-
-REST_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?: <[^>]*>)?`")  # :func:`name`, :class:`~a.b.Name`
-REST_LITERAL = re.compile(r"``(.+?)``|`([^`\n]+)`")
-
-
-def plain_text(text: str) -> str:
-    """reST markup of a docstring as a terminal should show it: roles reduced to their target's name
-    (``:class:`~a.b.Name``` -> Name, ``:func:`a.b``` -> a.b), double and single backquotes removed."""
-    text = REST_ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
-    return REST_LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
-
-
 def no_stdout(option, path, why="this option names several files"):
     """A UserError when ``path`` is ``-`` for an output that cannot be stdout (a prefix, a directory, an image)."""
     if str(path) == STDOUT:
@@ -204,36 +154,6 @@ def write_text(path, text):
     else:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
-
-
-def report_error(prog, error) -> int:
-    """Print ``prog: error: ...`` for an exception a command caught; return its exit status: 2 for bad input (a
-    ValueError, a missing file or directory), 1 for a runtime failure (any other OSError, a RuntimeError)."""
-    print(f"{prog}: error: {error}", file=sys.stderr)
-    bad_input = (UserError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
-    return 2 if isinstance(error, bad_input) else 1
-
-
-def run_cli(prog, body, argv=None):
-    """Run ``body(argv)``: exit status 0, or 2 with ``prog: error: message`` on stderr for a UserError (usage or
-    bad input), 1 for a runtime failure (an OSError such as a full disk)."""
-    try:
-        body(argv)
-    except UserError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # e.g. output piped into `head`
-        return 1
-    except OSError as err:  # unwritable output directory, disk full, ...: not a bug of the tool
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-def warn(prog, message):
-    print(f"{prog}: {message}", file=sys.stderr)
 
 
 def closest_name(name: str, names) -> str:

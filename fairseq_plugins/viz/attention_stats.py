@@ -35,8 +35,8 @@ import os
 import torch
 
 import fairseq_plugins
-from fairseq_plugins.criterions.focal_copy_coverage import target_log_probs
-from fairseq_plugins.criterions.semantic_cohesion import pair_cosines
+from fairseq_plugins.modules.target_scores import target_log_probs
+from fairseq_plugins.modules.sentence_states import pair_cosines
 from fairseq_plugins.text.textio import UserError
 
 PROG = "summ-attention-stats"
@@ -138,10 +138,3 @@ def load(checkpoint: str, bin_dir: str, split: str):
     except FileNotFoundError as err:
         raise UserError(f"{bin_dir}: no split {split!r} ({err})") from err
     return models[0].eval(), task
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.viz.attention_stats", "fairseq_plugins.cli.attention_stats")

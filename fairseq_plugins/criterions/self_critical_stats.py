@@ -64,10 +64,3 @@ def split_stats(model, task, split: str, max_tokens: int, scr: SelfCriticalRouge
         raise UserError(f"split {split!r} has no documents")
     count = sums["documents"]
     return {key: (value if key == "documents" else round(value / count, 4)) for key, value in sums.items()}
-
-
-
-if __name__ == "__main__":  # this command moved to fairseq_plugins/cli/: say where
-    from fairseq_plugins.moved import command_moved
-
-    command_moved("fairseq_plugins.runtime.rl_stats", "fairseq_plugins.cli.rl_stats")
