@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from conftest import tiny_batch, tiny_dictionary, tiny_gru, tiny_model
-from fairseq_plugins.modules import additive_scores as scores_module
-from fairseq_plugins.modules import cpu_cache
-from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.accelerated import additive_scores as scores_module
+from fairseq_plugins.accelerated import cpu_cache
+from fairseq_plugins.accelerated.additive_scores import additive_scores
+from fairseq_plugins.accelerated.step_gradient import select_rows, share_across_steps, step_gradient
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention, WeightedSum
-from fairseq_plugins.modules.step_gradient import select_rows, share_across_steps, step_gradient
 
 
 def plain_scores(keys, query, coverage, coverage_weight, v):

@@ -1,4 +1,4 @@
-"""The fused recurrence of See et al.'s decoder (modules/fused_steps.py): its hand-written backward against
+"""The fused recurrence of See et al.'s decoder (accelerated/fused_steps.py): its hand-written backward against
 finite differences, and the model with it against the same model run module by module (--no-fused-steps):
 the same outputs and gradients, incremental decoding included, on the CPU's blocked attention path too, under
 bfloat16 autocast, and a clear error for inconsistent shapes."""
@@ -7,9 +7,9 @@ import copy
 import pytest
 import torch
 
-import fairseq_plugins.modules.additive_scores as additive_scores
+import fairseq_plugins.accelerated.additive_scores as additive_scores
 from conftest import assert_incremental_equals_full, assert_same_gradients, tiny_batch, tiny_dictionary, tiny_model
-from fairseq_plugins.modules.fused_steps import FusedSteps, Memory, StepWeights, fused_steps, one_step, run_loop
+from fairseq_plugins.accelerated.fused_steps import FusedSteps, Memory, StepWeights, fused_steps, one_step, run_loop
 
 DICT = tiny_dictionary("a b c d e f g")
 B, T, S, H, F, A = 3, 4, 5, 4, 6, 5
@@ -156,7 +156,7 @@ def reference_cell_backward(d_state, d_cell, before, after, acts):
 def test_the_gpu_cell_kernel_path_gives_the_same_gradients(monkeypatch):
     """The loops' path through torch's fused cell kernels (a GPU's), with the kernels' documented semantics in
     tensor operations, against the composed cell of the CPU: same outputs and gradients."""
-    import fairseq_plugins.modules.fused_steps as fused_module
+    import fairseq_plugins.accelerated.fused_steps as fused_module
 
     fused, _ = fused_and_modules()
     batch = tiny_batch(DICT)

@@ -35,6 +35,8 @@ def imported(path: Path, names) -> set:
 
 
 LAYERS = {  # a package -> the packages of fairseq_plugins it must not import (the arrows that would run up)
+    "accelerated": ("models", "modules", "criterions", "tasks", "generation", "cli", "inference", "serve", "viz",
+                    "runtime", "text", "scoring"),
     "modules": ("models", "criterions", "tasks", "generation", "cli", "inference", "serve", "viz"),
     "text": ("models", "modules", "criterions", "tasks", "generation", "cli", "inference", "serve", "viz",
              "runtime"),

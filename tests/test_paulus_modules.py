@@ -7,10 +7,10 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
+from fairseq_plugins.accelerated.step_gradient import share_across_steps
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows
 from fairseq_plugins.modules.intra_decoder_attention import PAST, IntraDecoderAttention
 from fairseq_plugins.modules.shared_projection import SharedOutputProjection
-from fairseq_plugins.modules.step_gradient import share_across_steps
 from fairseq_plugins.modules.temporal_attention import (
     KEYS, RUNNING, STEPS, IntraTemporalAttention, temporal_step_weights, temporal_weights,
 )

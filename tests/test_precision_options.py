@@ -109,3 +109,23 @@ def test_fairseq_train_bf16_autocast_trains_with_finite_losses(data, tmp_path):
     losses = [float(v) for v in re.findall(r"train_inner .*?\bloss=([-\d.e+]+|nan|inf)", log)]
     assert len(losses) == 2 and all(math.isfinite(v) for v in losses), log[-2000:]
     assert (tmp_path / "autocast" / "checkpoint_last.pt").exists()
+
+
+def test_an_lstm_under_cpu_bfloat16_autocast_runs_where_onednn_has_no_bfloat16_lstm(monkeypatch):
+    """On a CPU without AVX-512 oneDNN has no bfloat16 LSTM; the project's LSTM calls then run with oneDNN off
+    (modules/factories.py ``rnn_precision``) instead of failing, and only inside the call."""
+    from fairseq_plugins.modules import factories
+
+    monkeypatch.setattr(factories, "onednn_bf16_lstm", lambda: False)
+    x = torch.randn(2, 3, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with factories.rnn_precision(x):
+            assert not torch._C._get_mkldnn_enabled()
+            out, _ = factories.LSTM(4, 5)(x)
+        assert torch._C._get_mkldnn_enabled()  # restored after the call
+    assert out.shape == (2, 3, 5) and torch.isfinite(out).all()
+    with factories.rnn_precision(x):  # no autocast: nothing changes
+        assert torch._C._get_mkldnn_enabled()
+    monkeypatch.setattr(factories, "onednn_bf16_lstm", lambda: True)
+    with torch.autocast("cpu", dtype=torch.bfloat16), factories.rnn_precision(x):
+        assert torch._C._get_mkldnn_enabled()  # a CPU whose oneDNN has it keeps it

@@ -1,15 +1,15 @@
-"""The fused recurrence through captured shapes (modules/step_graphs.py): padded to its bucket, its static
-tensors filled and read back, the same outputs and gradients as modules/fused_steps.py, on a CPU with the loops
+"""The fused recurrence through captured shapes (accelerated/step_graphs.py): padded to its bucket, its static
+tensors filled and read back, the same outputs and gradients as accelerated/fused_steps.py, on a CPU with the loops
 run in place of graphs (``GraphCache(eager=True)``) and, on a GPU, with real CUDA graphs: shapes that share a
 bucket, a second forward before the first backward, a gradient of the last cell, the GPU's cell-kernel path,
 the model's --cuda-graphs; and what is refused or left to the plain function."""
 import pytest
 import torch
 
-import fairseq_plugins.modules.fused_steps as fused_module
+import fairseq_plugins.accelerated.fused_steps as fused_module
 from conftest import assert_same_gradients, tiny_batch, tiny_dictionary, tiny_model
-from fairseq_plugins.modules.fused_steps import Memory, StepWeights, fused_steps
-from fairseq_plugins.modules.step_graphs import BUCKETS, GraphCache, Shape, graphed_steps
+from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps
+from fairseq_plugins.accelerated.step_graphs import BUCKETS, GraphCache, Shape, graphed_steps
 from test_fused_steps import reference_cell, reference_cell_backward
 
 H, F, A = 4, 6, 5

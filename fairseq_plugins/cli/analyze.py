@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_plugins.viz import analysis_page
+from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.scoring import summary_stats
 from fairseq_plugins.scoring.summary_stats import (FIGURES, PROG, REFERENCE, analyze, format_report, prepared,
                                                   unit_warnings)
-from fairseq_plugins.cli.common import finish_parser, run_cli
 from fairseq_plugins.text.textio import STDOUT, UserError, display_name, no_stdout, read_lines, write_text
+from fairseq_plugins.viz import analysis_page
 
 DEFINITIONS = summary_stats.__doc__[summary_stats.__doc__.index("Definitions"):]
 

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import torch
 
-from fairseq_plugins.modules.sentence_states import COHESION_STATES, DEFAULT_SENTENCE_END, delimiter_ids
 from fairseq_plugins.cli.common import finish_parser, run_cli
+from fairseq_plugins.modules.sentence_states import COHESION_STATES, DEFAULT_SENTENCE_END, delimiter_ids
 from fairseq_plugins.text.textio import UserError
 from fairseq_plugins.viz import attention_stats as _library
 from fairseq_plugins.viz.attention_stats import PROG, load, means, sample_sums

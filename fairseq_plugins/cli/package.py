@@ -2,10 +2,10 @@
 import argparse
 import sys
 
-from fairseq_plugins.runtime.checkpoint_info import read_facts
 from fairseq_plugins.cli.common import finish_parser
 from fairseq_plugins.inference import package as _library
 from fairseq_plugins.inference.package import CHECKPOINT, MANIFEST, PROG, PackageError, package, verify
+from fairseq_plugins.runtime.checkpoint_info import read_facts
 
 
 # ---------------------------------------------------------------------------------------------- command

@@ -3,10 +3,10 @@ import argparse
 import sys
 
 from fairseq_plugins.cli.common import finish_parser, run_cli
-from fairseq_plugins.text.textio import no_stdout
-from fairseq_plugins.text.tokenization import LANGS
 from fairseq_plugins.text import prepare as _library
 from fairseq_plugins.text.prepare import PROG, UNITS, apply, build
+from fairseq_plugins.text.textio import no_stdout
+from fairseq_plugins.text.tokenization import LANGS
 
 
 # ----------------------------------------------------------------------------------------------- CLI

@@ -4,9 +4,9 @@ import json
 import torch
 
 from fairseq_plugins.cli.common import finish_parser, run_cli
-from fairseq_plugins.viz.attention_stats import load
 from fairseq_plugins.criterions import self_critical_stats as _library
 from fairseq_plugins.criterions.self_critical_stats import PROG, criterion, split_stats
+from fairseq_plugins.viz.attention_stats import load
 
 
 def body(argv):

@@ -4,10 +4,10 @@ import argparse
 import sys
 from typing import Sequence
 
-from fairseq_plugins.scoring.rouge_python import split_sentences
 from fairseq_plugins.cli.common import finish_parser, report_error
 from fairseq_plugins.scoring.rouge155 import (write_per_doc_tsv, default_args, format_document_mean, format_table,
                                               prepare, read_aligned, score)
+from fairseq_plugins.scoring.rouge_python import split_sentences
 
 
 def main(argv: Sequence[str] | None = None) -> int:

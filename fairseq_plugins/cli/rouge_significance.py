@@ -4,9 +4,9 @@ import sys
 from pathlib import Path
 
 from fairseq_plugins.cli.common import finish_parser, run_cli
-from fairseq_plugins.text.textio import UserError
 from fairseq_plugins.scoring import significance as _library
 from fairseq_plugins.scoring.significance import METRICS, PROG, paired_bootstrap, read_per_doc
+from fairseq_plugins.text.textio import UserError
 
 
 def positive(text: str) -> int:

@@ -5,11 +5,11 @@ import logging
 import sys
 from pathlib import Path
 
-from fairseq_plugins.runtime.checkpoint_info import read_facts
-from fairseq_plugins.serve.requests import Limits
 from fairseq_plugins.cli.common import finish_parser
+from fairseq_plugins.runtime.checkpoint_info import read_facts
 from fairseq_plugins.serve import app as _library
 from fairseq_plugins.serve.app import PROG, Service, logger, make_app, serve
+from fairseq_plugins.serve.requests import Limits
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,8 +39,8 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
+from fairseq_plugins.accelerated.step_gradient import share_each
 from fairseq_plugins.generation.ngram_blocking import NGramBlocker
-from fairseq_plugins.modules.step_gradient import share_each
 
 
 @dataclass

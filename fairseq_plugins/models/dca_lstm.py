@@ -81,6 +81,7 @@ from fairseq_plugins.modules.factories import (
     build_embeddings,
     common_defaults,
     flush_denormals,
+    rnn_precision,
 )
 from fairseq_plugins.modules.step_state import StepStateDecoder
 from fairseq_plugins.text.markers import first_marker_index
@@ -232,7 +233,8 @@ class DCADecoder(StepStateDecoder):
         tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
         inputs = self.dropout_in(self.embed_tokens(self.as_unk(tokens)))  # B x T x E   (y_t)
         initial = (state["hidden"].unsqueeze(0), state["cell"].unsqueeze(0))  # 1 x B x H_dec each
-        states, (hidden, cell) = self.lstm(inputs, initial)  # B x T x H_dec   (s_t)
+        with rnn_precision(inputs):
+            states, (hidden, cell) = self.lstm(inputs, initial)  # B x T x H_dec   (s_t)
         nonempty = encoder_out["agent_lengths"] > 0  # B x M
         word_attn, contexts = self.word_attention(state["keys"], encoder_out["agent_states"], states,
                                                   encoder_out["agent_padding"], nonempty)  # (~Celikyilmaz eqs 8-9)

@@ -67,6 +67,8 @@ from torch import Tensor
 from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
+from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps
+from fairseq_plugins.accelerated.step_graphs import GraphCache, graphed_steps
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
@@ -80,15 +82,14 @@ from fairseq_plugins.modules.factories import (
     build_embeddings,
     common_defaults,
     flush_denormals,
+    rnn_precision,
 )
-from fairseq_plugins.modules.fused_steps import Memory, StepWeights, fused_steps
 from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
 from fairseq_plugins.modules.readouts import SeeReadout, build_readout
 from fairseq_plugins.modules.shared_projection import SharedOutputProjection
-from fairseq_plugins.modules.step_graphs import GraphCache, graphed_steps
 from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
-from fairseq_plugins.modules.temporal_attention import KEYS as TEMPORAL_KEYS
 from fairseq_plugins.modules.temporal_attention import IntraTemporalAttention
+from fairseq_plugins.modules.temporal_attention import KEYS as TEMPORAL_KEYS
 from fairseq_plugins.text.markers import first_marker_index
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,10 @@ class PGNEncoder(FairseqEncoder):
         usual case, fairseq batches documents of similar length), one per length up to
         ``MAX_LENGTH_GROUPS``, and a PackedSequence beyond that.  On a GPU a PackedSequence is one cuDNN call
         (each plain call is one too): it is used whenever the lengths differ."""
+        with rnn_precision(x):
+            return self.run_length_groups(x, src_lengths)
+
+    def run_length_groups(self, x: Tensor, src_lengths: Tensor):
         lengths = src_lengths.tolist()
         distinct = sorted(set(lengths), reverse=True)
         if len(distinct) == 1 and distinct[0] == x.size(1):
@@ -205,8 +210,8 @@ class PGNDecoder(StepStateDecoder):
         own_prediction_prob: in training, the probability of reading the model's own previous prediction instead
             of the reference word (Paulus et al. section 6.1; 0 = teacher forcing).
         num_regular: size of the regular vocabulary (index of the first OOV marker).
-        fused_steps: run See et al.'s recurrence as one function (modules/fused_steps.py) where it applies.
-        cuda_graphs: on a GPU, replay that function's training passes as CUDA graphs (modules/step_graphs.py).
+        fused_steps: run See et al.'s recurrence as one function (accelerated/fused_steps.py) where it applies.
+        cuda_graphs: on a GPU, replay that function's training passes as CUDA graphs (accelerated/step_graphs.py).
     """
 
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
@@ -347,7 +352,7 @@ class PGNDecoder(StepStateDecoder):
 
     def run_fused_steps(self, embedded, state, values, padding_mask):
         """``run_steps`` for See et al.'s decoder (See readout, one layer, additive attention) through
-        modules/fused_steps.py: the same numbers in fewer operations per step."""
+        accelerated/fused_steps.py: the same numbers in fewer operations per step."""
         embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
         cell = self.layers[0]
         one_step = embedded.size(1) == 1  # incremental decoding: x_1 is known before the loop
@@ -379,7 +384,8 @@ class PGNDecoder(StepStateDecoder):
         in training, the intra-temporal and intra-decoder attentions over all steps at once).  Returns the steps
         (each B x T x D) and the new state."""
         inputs = self.dropout_in(embedded)  # B x T x E   (x_t = the previous word's embedding)
-        states, (hidden, cell) = self.lstm(inputs, (state["hidden"], state["cell"]))  # B x T x H; L x B x H each
+        with rnn_precision(inputs):
+            states, (hidden, cell) = self.lstm(inputs, (state["hidden"], state["cell"]))  # B x T x H; L x B x H
         state = dict(state, hidden=hidden, cell=cell)
         if whole_sequence and self.intra_temporal:
             coverage = state["coverage"]  # B x S   c^1 (zeros)

@@ -15,7 +15,7 @@ its context is 0 and the agent attention masks it out with -inf (the last agent 
 
 Cost.  The decoder does not feed the attention back into its LSTM (no input feeding in the paper), so the
 attention of all T steps is computed after the recurrence: the word-attention scores step by step through
-modules/additive_scores.py (the B*M x S_a x A tensor inside tanh stays in cache, never in memory), then one
+accelerated/additive_scores.py (the B*M x S_a x A tensor inside tanh stays in cache, never in memory), then one
 softmax and one batched product for all steps.  Everything is linear in the document length.
 """
 from typing import Tuple
@@ -24,9 +24,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.accelerated.additive_scores import additive_scores
+from fairseq_plugins.accelerated.step_gradient import share_across_steps
 from fairseq_plugins.modules.factories import TorchLinear
-from fairseq_plugins.modules.step_gradient import share_across_steps
 
 
 def masked_softmax(scores: Tensor, padding_mask: Tensor, dim: int) -> Tensor:

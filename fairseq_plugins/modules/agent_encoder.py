@@ -38,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_plugins.modules.factories import Dropout, LSTM, Linear
+from fairseq_plugins.modules.factories import Dropout, LSTM, Linear, rnn_precision
 
 
 def run_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor):
@@ -71,7 +71,8 @@ def run_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor):
         done = sum(1 for n in sizes if n > end)  # rows going on after this piece
         if state is not None:
             state = (state[0][:, :going], state[1][:, :going])
-        piece, state = lstm(inputs[:going], state)  # going x (end - start) x H
+        with rnn_precision(inputs):
+            piece, state = lstm(inputs[:going], state)  # going x (end - start) x H
         outputs.append(F.pad(piece, (0, 0, 0, 0, 0, num - going)))  # N x (end - start) x H
         finals.append((state[0][0, done:going], state[1][0, done:going]))  # the rows that end here
         start = end

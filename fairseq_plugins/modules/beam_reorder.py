@@ -16,7 +16,7 @@ from typing import Dict, Iterable
 import torch
 from torch import Tensor
 
-from fairseq_plugins.modules.step_gradient import select_rows
+from fairseq_plugins.accelerated.step_gradient import select_rows
 
 SOURCE_ROW = "source_row"
 

@@ -8,9 +8,9 @@ See, Liu & Manning (2017), "Get To The Point":
     c^t   = sum_{t' < t} a^{t'}                                         (See eq 10)
 
 The source side ``W_h h_i + b_attn`` does not depend on the decoder step, so it is computed once per source
-(``project_keys``); inside the decoder loop the scores come from modules/additive_scores.py, which never keeps
+(``project_keys``); inside the decoder loop the scores come from accelerated/additive_scores.py, which never keeps
 the B x S x A tensor inside tanh in memory.  Keys and values read at every step have their gradient summed
-in one buffer (modules/step_gradient.py): pass the values through ``share_across_steps`` before the loop.
+in one buffer (accelerated/step_gradient.py): pass the values through ``share_across_steps`` before the loop.
 """
 from typing import Optional, Tuple
 
@@ -18,9 +18,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_plugins.modules.additive_scores import additive_scores
+from fairseq_plugins.accelerated.additive_scores import additive_scores
+from fairseq_plugins.accelerated.step_gradient import share_across_steps, step_gradient
 from fairseq_plugins.modules.factories import TorchLinear
-from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
 
 
 class CoverageAttention(nn.Module):
@@ -75,7 +75,7 @@ class CoverageAttention(nn.Module):
         scores = additive_scores(
             projected_keys, self.query_proj(query), coverage if self.coverage else None, self.coverage_weight,
             self.v.weight.view(-1),
-        )  # B x S   (See eq 1 / See eq 11; modules/additive_scores.py)
+        )  # B x S   (See eq 1 / See eq 11; accelerated/additive_scores.py)
         if padding_mask is not None:
             scores = scores.masked_fill(padding_mask, float("-inf"))  # B x S (-inf exists in every float dtype)
         attn = torch.softmax(scores, dim=1)  # B x S   (See eq 2)
@@ -86,7 +86,7 @@ class CoverageAttention(nn.Module):
 
 class WeightedSum(torch.autograd.Function):
     """h*_t = sum_i a_i^t h_i (See eq 3) as one batched product, whose backward adds dL/dh_i = a_i^t dL/dh*_t into
-    the values' StepGradient in place (modules/step_gradient.py) when the values come through
+    the values' StepGradient in place (accelerated/step_gradient.py) when the values come through
     ``share_across_steps``, instead of returning a fresh B x S x C gradient at every step."""
 
     @staticmethod

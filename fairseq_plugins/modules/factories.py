@@ -6,11 +6,14 @@ with zero bias (``Linear``; the attention scorers and gates keep torch's default
 layers uniform in [-0.1, 0.1].  ``build_embeddings`` builds a model's encoder and
 decoder embeddings from the options ``add_embedding_args`` declares, with the ``--share-all-embeddings`` check.
 """
+import contextlib
+import functools
 import logging
 from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
+from torch import Tensor
 
 from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze
 
@@ -73,6 +76,29 @@ def LSTM(input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: 
     """A batch-first ``nn.LSTM``; ``dropout`` between stacked layers only (ignored for one layer)."""
     return uniform_rnn_init(nn.LSTM(input_size, hidden_size, num_layers=num_layers, bidirectional=bidirectional,
                                     batch_first=True, dropout=dropout if num_layers > 1 else 0.0))
+
+
+def rnn_precision(x: Tensor):
+    """The block an ``nn.LSTM`` call runs in: oneDNN off where the CPU's oneDNN has no bfloat16 LSTM (CPUs
+    without AVX-512, where it fails with "could not create a primitive descriptor for the LSTM forward
+    propagation primitive") and ``x`` is on the CPU under bfloat16 autocast; torch's own kernel then runs the
+    layer in float32.  Everywhere else nothing changes."""
+    if (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not onednn_bf16_lstm()):
+        return torch.backends.mkldnn.flags(enabled=False)
+    return contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=None)
+def onednn_bf16_lstm() -> bool:
+    """Whether this CPU's oneDNN runs an LSTM under bfloat16 autocast (tried once, on a 1 x 1 x 1 input)."""
+    probe = nn.LSTM(1, 1)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            probe(torch.zeros(1, 1, 1))
+    except RuntimeError:
+        return False
+    return True
 
 
 def LSTMCell(input_size: int, hidden_size: int) -> nn.LSTMCell:

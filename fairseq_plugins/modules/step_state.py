@@ -13,9 +13,9 @@ import torch.nn as nn
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
+from fairseq_plugins.accelerated.step_gradient import share_across_steps
 from fairseq_plugins.modules import beam_reorder  # reorder_rows looked up at call time (tests can patch it)
 from fairseq_plugins.modules.extended_vocabulary import MarkerAsUnk
-from fairseq_plugins.modules.step_gradient import share_across_steps
 from fairseq_plugins.modules.factories import Dropout
 
 STATE_KEY = "state"
@@ -92,7 +92,7 @@ class StepStateDecoder(FairseqIncrementalDecoder):
 
 def attention_memory(encoder_out: Dict[str, Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
     """What every decoder step attends to: ``encoder_out["outputs"]`` (B x S x C) behind one gradient buffer for
-    all steps (modules/step_gradient.py), and ``encoder_out["padding_mask"]`` (B x S, True at padding).
+    all steps (accelerated/step_gradient.py), and ``encoder_out["padding_mask"]`` (B x S, True at padding).
 
     The mask is returned even when nothing is padded: masking with an all-False mask changes no bit, while
     asking whether anything is padded (``padding_mask.any()`` in Python) would wait for the GPU at every

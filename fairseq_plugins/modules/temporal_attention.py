@@ -36,7 +36,7 @@ Two forms give the same numbers:
     dictionary as a source-only entry, so the beam does not copy it while hypotheses stay within their source.
 
 Inside a training loop the step form sums the gradients of the projected keys and of the encoder states over
-the steps in one buffer each (modules/step_gradient.py) when they come through ``share_across_steps``
+the steps in one buffer each (accelerated/step_gradient.py) when they come through ``share_across_steps``
 (``project_keys`` does so for the keys).
 """
 from typing import Dict, Optional, Tuple
@@ -46,9 +46,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_plugins.accelerated.step_gradient import share_across_steps, step_gradient
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
 from fairseq_plugins.modules.coverage_attention import WeightedSum
-from fairseq_plugins.modules.step_gradient import share_across_steps, step_gradient
 
 KEYS = "temporal_keys"  # B x S x H_d   W^e_attn h^e_i (source-only)
 RUNNING = "temporal_running"  # B x S   L_{t-1}: log sum_{j<t} exp(e_ji) (batch-first)
@@ -118,7 +118,7 @@ def temporal_step_weights(scores: Tensor, running: Tensor, steps: Tensor,
 
 class StepScores(torch.autograd.Function):
     """e_ti = q_t . k_i for one step (q_t = h^d_t, k_i = W^e_attn h^e_i), whose backward adds
-    dL/dk_i = dL/de_ti q_t into the keys' StepGradient (modules/step_gradient.py) when the keys come through
+    dL/dk_i = dL/de_ti q_t into the keys' StepGradient (accelerated/step_gradient.py) when the keys come through
     ``share_across_steps``, instead of returning a fresh B x S x H_d gradient at every step."""
 
     @staticmethod

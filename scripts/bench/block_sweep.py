@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """How the attention kernel's cache block size affects speed on this CPU.
 
-modules/additive_scores.py computes v^T tanh(k + q + w_c c) a few batch rows at a time, so that each block
+accelerated/additive_scores.py computes v^T tanh(k + q + w_c c) a few batch rows at a time, so that each block
 stays in the CPU cache between the operations that read it.  The block size per thread comes from the cache
-sizes the kernel reads from sysfs (``modules/cpu_cache.py``).  This script measures the alternatives side by
+sizes the kernel reads from sysfs (``accelerated/cpu_cache.py``).  This script measures the alternatives side by
 side, in turns (a drifting machine affects them alike):
 
   * ``--mode kernel``: forward + backward of the scores over T decoder steps with coverage, on random tensors
@@ -31,9 +31,9 @@ from machine import cache_sizes, describe_machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from fairseq_plugins.modules import additive_scores as scores_module  # noqa: E402
-from fairseq_plugins.modules.cpu_cache import block_size  # noqa: E402
-from fairseq_plugins.modules.step_gradient import share_across_steps  # noqa: E402
+from fairseq_plugins.accelerated import additive_scores as scores_module  # noqa: E402
+from fairseq_plugins.accelerated.cpu_cache import block_size  # noqa: E402
+from fairseq_plugins.accelerated.step_gradient import share_across_steps  # noqa: E402
 
 WHOLE_BATCH = 1 << 40  # floats: more than any batch, so one block
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fairseq_plugins.modules.cpu_cache import CacheLevel, read_cpu_caches  # noqa: E402
+from fairseq_plugins.accelerated.cpu_cache import CacheLevel, read_cpu_caches  # noqa: E402
 
 PEAK_SIZES = (1024, 2048, 3072)
 

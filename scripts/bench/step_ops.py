@@ -21,7 +21,7 @@ what does not depend on the length, the encoder and the optimizer's setup, cance
 and the peak GPU memory of a training pass (torch.cuda.max_memory_allocated, GPU only).
 
 On a CPU the attention's scores run as one block and foreach_adam's operations over all tensors at once, the paths
-a GPU takes (modules/additive_scores.py cuts the batch into cache-sized blocks on a CPU, optim/foreach_adam.py
+a GPU takes (accelerated/additive_scores.py cuts the batch into cache-sized blocks on a CPU, optim/foreach_adam.py
 goes tensor by tensor there; both add operations and are right for a CPU), so the CPU's counts stand in for a
 GPU's.
 
@@ -30,7 +30,7 @@ GPU's.
         [--repeats 5] [--fairseq-beam-search] [--json FILE]
 
 pgn_lstm_modules is pgn_lstm with --no-fused-steps (its decoder module by module): the before of the fused
-recurrence (modules/fused_steps.py), in the same run.  --data-bin defaults to throughput.py's LCSTS preparation
+recurrence (accelerated/fused_steps.py), in the same run.  --data-bin defaults to throughput.py's LCSTS preparation
 (runs/bench/lcsts_char/bin; throughput.py makes it).
 """
 import argparse
@@ -213,7 +213,7 @@ def main(argv=None):
         sys.exit(f"step_ops: no binarized data in {args.data_bin} (run throughput.py once, or give --data-bin)")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("step_ops: --device cuda, but torch sees no GPU")
-    import fairseq_plugins.modules.additive_scores as additive_scores
+    import fairseq_plugins.accelerated.additive_scores as additive_scores
     import fairseq_plugins.optim.foreach_adam as foreach_adam
 
     additive_scores.BLOCK_FLOATS = 1 << 40  # one block: the GPU's path (module docstring)

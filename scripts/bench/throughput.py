@@ -50,7 +50,7 @@ presets' own sizes), each with its analytic FLOP count:
 --models A,B runs exactly these fairseq rows instead (pgn_lstm, the reference of every ratio, is best kept);
 ``pgn_lstm_fairseq_search`` is pgn_lstm decoded by fairseq's own search loop (--fairseq-beam-search), the
 before of generation/beam_search.py; ``pgn_lstm_modules`` is pgn_lstm with --no-fused-steps (its decoder
-module by module, modules/fused_steps.py's "before"); ``pgn_lstm_foreach_adam`` is pgn_lstm trained with
+module by module, accelerated/fused_steps.py's "before"); ``pgn_lstm_foreach_adam`` is pgn_lstm trained with
 --optimizer foreach_adam (optim/foreach_adam.py: fairseq's Adam in multi-tensor operations) instead of adam.
 
 --rl adds the RL row, measured after the other rows and in this process: one self_critical_rouge

@@ -10,9 +10,9 @@ memory and keeps the tanh output alive until the backward pass, which then makes
 linear backward, the accumulation of the keys' gradient): docs/design.md has the measurement.
 
 Here the batch is processed a few rows at a time, so each block (<= ``BLOCK_FLOATS`` floats per thread, by
-default a share of the L2 cache: modules/cpu_cache.py) stays in the CPU cache from the sum to the dot product
+default a share of the L2 cache: accelerated/cpu_cache.py) stays in the CPU cache from the sum to the dot product
 with v; nothing of size B x S x A is kept for the backward pass.  The backward pass recomputes tanh block by
-block and adds the keys' gradient, still in cache, to the sum over all steps (modules/step_gradient.py):
+block and adds the keys' gradient, still in cache, to the sum over all steps (accelerated/step_gradient.py):
 
     t = tanh(f),  f = k + q + w_c c
     dL/df = (1 - t^2) * (dL/de  outer  v)
@@ -27,8 +27,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.modules.cpu_cache import block_size
-from fairseq_plugins.modules.step_gradient import StepGradient, step_gradient
+from fairseq_plugins.accelerated.cpu_cache import block_size
+from fairseq_plugins.accelerated.step_gradient import StepGradient, step_gradient
 
 # Floats per thread in one block.  None: from this CPU's L2 cache (cpu_cache.block_size, read at the first
 # CPU call).  Tests and scripts/bench/block_sweep.py set it to try other sizes.
@@ -70,7 +70,7 @@ def _block_buffer(keys: Tensor, rows: int) -> Tensor:
 
 
 def capturing(tensor: Tensor) -> bool:
-    """Whether a CUDA graph is being captured on the current stream of TENSOR's GPU (modules/step_graphs.py)."""
+    """Whether a CUDA graph is being captured on the current stream of TENSOR's GPU (accelerated/step_graphs.py)."""
     return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
 
 

@@ -1,6 +1,6 @@
 """The CPU's data caches (from sysfs) and the attention kernel's block size per thread that follows from them.
 
-modules/additive_scores.py processes the batch a few rows at a time so that each block stays in cache; how
+accelerated/additive_scores.py processes the batch a few rows at a time so that each block stays in cache; how
 many floats a block holds comes from here.  The caches are read once, at the first call of ``block_size``
 (the first CPU attention step), not when the module is imported: importing the plugins touches no /sys file.
 """

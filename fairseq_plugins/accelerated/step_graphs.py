@@ -1,4 +1,4 @@
-"""The fused recurrence (modules/fused_steps.py) as CUDA graphs: each batch shape's forward and backward loops
+"""The fused recurrence (accelerated/fused_steps.py) as CUDA graphs: each batch shape's forward and backward loops
 captured once, then replayed.
 
 On a GPU a step of the loop is a few dozen small kernels whose launches cost the host more than their arithmetic
@@ -22,7 +22,7 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.modules.fused_steps import (Memory, StepWeights, backward_loop, check_shapes,
+from fairseq_plugins.accelerated.fused_steps import (Memory, StepWeights, backward_loop, check_shapes,
                                                   computation_inputs, run_loop)
 
 BUCKETS = (8, 8, 16)  # documents, steps, source positions are rounded up to multiples of these
@@ -129,7 +129,7 @@ class Captured:
 
     Args:
         bucket: the padded shape (documents, steps, source positions).
-        gates_x, weights, memory, start: a call's tensors, for the other sizes and the dtype (modules/fused_steps).
+        gates_x, weights, memory, start: a call's tensors, for the other sizes and the dtype (accelerated/fused_steps).
         accumulate: add each step's attention to the coverage (See eq 10).
         eager: run the loops instead of replaying graphs (a CPU's test of the bookkeeping).
     """

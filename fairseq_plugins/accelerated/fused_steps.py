@@ -18,7 +18,7 @@ keeps only what the backward needs (the gate activations, tanh c_t and the atten
 and B x S per step), and the backward runs the steps in reverse with their derivatives written out: about a
 third of the operations per step.  Everything that does not depend on the recurrence runs once for all steps
 outside the loops: G (one matrix product), the gate derivatives, the weight gradients (one product each over
-all steps), the gradient of the encoder states (one batched product).  The scores use modules/additive_scores.py
+all steps), the gradient of the encoder states (one batched product).  The scores use accelerated/additive_scores.py
 (cache-sized blocks on a CPU, one block on a GPU).
 
 The derivatives of the cell, with i, f, g, o the activated gates and dL/dc_t carried back from step t + 1:
@@ -33,9 +33,9 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.modules.additive_scores import (ScoreGradients, scores_backward_step, scores_operands,
+from fairseq_plugins.accelerated.additive_scores import (ScoreGradients, scores_backward_step, scores_operands,
                                                       scores_step)
-from fairseq_plugins.modules.step_gradient import StepGradient
+from fairseq_plugins.accelerated.step_gradient import StepGradient
 
 
 class StepWeights(NamedTuple):
