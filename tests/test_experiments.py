@@ -769,3 +769,12 @@ def test_a_committed_table_is_what_its_archives_give(capsys, table, archives):
     assert rebuilt.count("| ") > 20 and "## Paired bootstraps" in rebuilt
     assert [line for line in rebuilt.splitlines() if not line.startswith("Written by")] == \
         [line for line in committed.splitlines() if not line.startswith("Written by")]
+
+
+def test_leading_sentences_keeps_whole_sentences_within_the_budget():
+    from corpora import leading_sentences
+
+    assert leading_sentences("a b . c d e . f g h i .", 7) == "a b . c d e ."
+    assert leading_sentences("a b . c d e .", 6) == "a b ."  # the second sentence would pass the budget
+    assert leading_sentences("a b c d e f g . h .", 3) == "a b c d e f g ."  # the first one whole, even when longer
+    assert leading_sentences("no end at all", 2) == "no end at all"  # a text without a sentence end is kept

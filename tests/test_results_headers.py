@@ -102,3 +102,30 @@ def test_see2017_adagrad_table_opens_with_its_command_commit_and_machine():
     assert_made(lines[2:], "python scripts/experiments/see2017_adagrad.py --updates 3 --data scitldr")
     assert lines[6] == "Data: scitldr." and lines[-1] == "Mean loss over the last 3 updates: adagrad 8.500; " \
         "adagrad_acc 8.500."
+
+
+def test_short_targets_report_opens_with_its_command_and_flags_rows_below_lead(monkeypatch):
+    import short_targets
+
+    def row(r1, unk):
+        stutter = {"unk": unk, "doubled_first": 5.0, "with_immediate_repeat": 9.0, "with_repeat": 1.0,
+                   "tokens": 12.0}
+        return {"rouge": {"ROUGE-1": r1, "ROUGE-2": 5.0, "ROUGE-L": 20.0}, "stutter": stutter, "per_doc": "x"}
+
+    rows = {f"{m}_{d}": row(30.0 if m == "after" else 20.0, 7 if d != "new" else 0) for m, d in short_targets.ROWS}
+    seed = {"rows": rows, "trained_at": {"before": "abc1234", "after": "abc1234"},
+            "second_step": {"before": {"doubled": {"summaries": 3, "overlap": 0.5, "p_gen": 0.2},
+                                       "other": {"summaries": 7, "overlap": 0.1, "p_gen": 0.3}}},
+            "unk_paths": {"generate.sh --split test": 0}}
+    results = {1: seed, "references": rows["before_old"]["stutter"],
+               "lead": {"name": "LEAD-1", "rouge": {"ROUGE-1": 25.0, "ROUGE-2": 9.0, "ROUGE-L": 22.0}}}
+    args = argparse.Namespace(corpus="cnndm")
+    monkeypatch.setattr(short_targets, "paired_intervals", lambda a, b: [(1.0, 0.5, 1.5)] * 3)  # no files read
+    monkeypatch.setattr(sys, "argv", ["short_targets.py", "--seeds", "1"])
+    lines = short_targets.report(args, results, 0.0).splitlines()
+    assert_made(lines[2:], "python scripts/experiments/short_targets.py --seeds 1")
+    text = "\n".join(lines)
+    assert "| 1 | before | old | 20.00 | 5.00 | 20.00 | 7 | 5.0 | 9.0 | 1.0 | 12.0 |" in text
+    assert "| | LEAD-1 | | 25.00 |" in text and "**Below LEAD-1 on ROUGE-1**: seed 1 before old" in text
+    assert "seed 1 after" not in text.split("**Below LEAD-1")[1].split("\n")[0]  # 30 > 25: not flagged
+    assert "inconclusive (one seed: +1.00 [+0.50, +1.50])" in text and "| generate.sh --split test | 0 |" in text

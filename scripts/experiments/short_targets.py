@@ -1,22 +1,30 @@
 """A newcomer's short-target corpus, before and after the defaults that follow the corpus.
 
-    python scripts/experiments/short_targets.py [--work runs/short_targets] [--seeds 1 2] [--before-updates 600]
-        [--out docs/results/short_targets.md]
+    python scripts/experiments/short_targets.py [--corpus cnndm|lcsts] [--work WORK] [--seeds 1 2]
+        [--before-updates 600] [--out docs/results/short_targets.md] [--reuse-stale]
 
-The corpus (corpora.cnndm_lead_headline_raw): 9,000 training pairs of a CNN/DailyMail lead (whole sentences, at
-most 120 tokens) and its first human-written highlight, 500 validation and 500 test pairs, converted with
-summ-convert jsonl and prepared with the default config (./preprocess.sh RAW DATA).  For each seed:
+The corpora:
+  cnndm   (corpora.cnndm_lead_headline_raw) 9,000 training pairs of a CNN/DailyMail lead (whole sentences, at most
+          120 tokens) and its first human-written highlight, 500 validation and 500 test pairs, converted with
+          summ-convert jsonl and prepared with the default config (./preprocess.sh RAW DATA);
+  lcsts   (corpora.lcsts_raw) LCSTS PART_II, 8,666 training pairs of a Weibo post and its author's summary, 500 and
+          500 held out, prepared with the default config's settings in jieba words (ZH_WORDS below): a tenth of
+          the summaries' words are neither in the 10,000-word vocabulary nor in their post.
+For each seed:
   before  ./train.sh DATA MODEL --max-update 600 (the default budget before it followed the corpus), decoded as the
           defaults were then: --allow-unk --block-ngram-repeat 0;
   after   the same folder resumed by ./train.sh DATA MODEL with nothing else (scitldr_small's 10 epochs), decoded
           with the defaults (no <unk>, no repeated trigram).
-Controls: each model with the other decoding, and the before model with --min-len 1 (is the config's --min-len 5
-behind the stutter?).  Every decode is ./generate.sh --split test --no-detok (checkpoint_best.pt); ROUGE is
-official ROUGE-1.5.5 (summ-rouge), the paired interval a 95 % bootstrap over the test documents per seed, and
-the verdict the project's rule (lib.verdict).  The stutter's cause: each model's summaries are teacher-forced
-through it (Summarizer.summarize_with_details) to read, at the second output token, the share of its attention
-that the first token's attention already held (sum_i min(a_1i, a_2i)) and p_gen (See eq 8).
-A finished training is reused when its record matches (records.py); the report is rebuilt every run.
+Controls: each model with the other decoding, the before model with --min-len 1 (is the config's --min-len 5
+behind the stutter?), the references' own repetition figures and LEAD-k.  Every decode is ./generate.sh --split
+test --no-detok (checkpoint_best.pt); ROUGE is official ROUGE-1.5.5 (summ-rouge), the paired interval a 95 %
+bootstrap over the test documents per seed, and the verdict the project's rule (lib.verdict).  The stutter's
+cause: each model's summaries are teacher-forced through it (Summarizer.summarize_with_details) to read, at the
+second output token, the share of its attention that the first token's attention already held
+(sum_i min(a_1i, a_2i)) and p_gen (See eq 8).  The first seed's after model also decodes the test documents
+through every other path (generate.sh --input, fairseq-generate, the hub, summ-serve) to count <unk>.
+A finished training is reused when its record matches (records.py); the report is rebuilt every run, and what it
+is made of (summaries, per-document scores, terminals) is packed beside it in docs/results/NAME/run.tar.xz.
 """
 import argparse
 import json
@@ -30,7 +38,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from corpora import cnndm_lead_headline_raw, lcsts_raw
-from lib import ROOT, Experiment, official_rouge, paired_intervals, read_lines, shown_intervals, verdict
+from lib import (ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines, shown_intervals,
+                 verdict, write_lines)
 from records import (RECORD, STARTED, made_header, mark_started, read_record, reuse_verdict, train_or_reuse,
                      training_record)
 
@@ -43,13 +52,13 @@ ZH_WORDS = """source "{root}/configs/scitldr_small.conf"
 PREP_ARGS=(--lang zh --unit jieba --vocab-size 10000 --max-source-len 300 --max-target-len 60)
 """
 # corpus -> (what it is, the function writing its raw folder, its config's text or None for the default config,
-# the language of its ROUGE)
+# the language of its ROUGE, the size of its LEAD baseline: sentences (English) or characters (Chinese))
 CORPORA = {
     "cnndm": ("CNN/DailyMail leads -> first highlight (9,000 / 500 / 500 pairs), `./preprocess.sh` with the "
-              "default config", cnndm_lead_headline_raw, None, "en"),
+              "default config", cnndm_lead_headline_raw, None, "en", 1),
     "lcsts": ("LCSTS PART_II posts -> their authors' summaries in jieba words (8,666 / 500 / 500 pairs), "
               "`./preprocess.sh -c zh_words.conf` (the default config with `--lang zh --unit jieba`)",
-              lcsts_raw, ZH_WORDS, "zh"),
+              lcsts_raw, ZH_WORDS, "zh", 20),
 }
 OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
 DECODINGS = {"old": OLD_DECODING, "new": [], "old_min1": OLD_DECODING + ["--min-len", "1"]}
@@ -58,6 +67,9 @@ PAIRS = [(("before", "old"), ("after", "new"), "before -> after (budget and deco
          (("before", "new"), ("after", "new"), "600 updates -> 10 epochs, both decoded with the defaults"),
          (("after", "old"), ("after", "new"), "old -> new decoding, 10-epoch model"),
          (("before", "old"), ("before", "new"), "old -> new decoding, 600-update model")]
+# what the report is made of, without checkpoints or data: docs/results/NAME/run.tar.xz
+ARCHIVED = ("seed*/*.sum", "seed*/*.json", "logs/rouge_*.per_doc.tsv", "logs/rouge_*.out", "logs/*.terminal",
+            "lead*.txt")
 STUTTER = [("unk", "summaries with a literal <unk>"), ("doubled_first", "first token doubled %"),
            ("with_immediate_repeat", "summaries with an immediate repeat %"),
            ("with_repeat", "summaries with a repeated trigram %"), ("tokens", "mean length, tokens")]
@@ -148,6 +160,15 @@ def figures(exp: Experiment, data: Path, summaries: Path, name: str, lang: str) 
              "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
     return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": str(per_doc),
             "stutter": stutter_figures(lines), "documents": len(lines)}
+
+
+def lead_figures(exp: Experiment, data: Path, corpus: str) -> Dict:
+    """LEAD-k of the raw test sources (lib.lead), scored as the models are: the trivial baseline of the table."""
+    _, _, _, lang, size = CORPORA[corpus]
+    summaries = exp.work / f"lead{size}.txt"
+    write_lines(summaries, lead(read_lines(exp_raw(data) / "test.src"), lang, size))
+    return {"name": f"LEAD-{size}" + (" characters" if lang == "zh" else ""),
+            "rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, "lead")}
 
 
 def stutter_figures(lines: Sequence[str]) -> Dict[str, float]:
@@ -262,7 +283,7 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def report(args, results: Dict, started: float) -> str:
-    seeds = sorted(seed for seed in results if seed != "references")
+    seeds = sorted(seed for seed in results if isinstance(seed, int))
     lines = ["# A short-target corpus: what the defaults gave, and give", ""]
     lines += made_header("short_targets.py", note=f"seeds {', '.join(map(str, seeds))}; "
                          f"{(time.time() - started) / 60:.0f} min this run")
@@ -282,9 +303,18 @@ def report(args, results: Dict, started: float) -> str:
             cells = [f"{row['stutter'][key]:.1f}" if key != "unk" else str(row['stutter'][key]) for key, _ in STUTTER]
             lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
                          f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    refs = results["references"]
+    refs, base = results["references"], results["lead"]
     cells = [f"{refs[key]:.1f}" if key != "unk" else str(refs[key]) for key, _ in STUTTER]
     lines.append("| | references | | | | | " + " | ".join(cells) + " |")
+    r = base["rouge"]
+    lines.append(f"| | {base['name']} | | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | {r['ROUGE-L']:.2f} |"
+                 + " |" * len(STUTTER))
+    below = [f"seed {seed} {key.replace('_', ' ')}" for seed in seeds for key, row in results[seed]["rows"].items()
+             if row["rouge"]["ROUGE-1"] < r["ROUGE-1"]]
+    if below:
+        lines += ["", f"**Below {base['name']} on ROUGE-1**: {', '.join(below)}.  These are the default config's "
+                  "small model at a CPU budget on a corpus whose first sentence is close to its reference; the "
+                  "table measures what the defaults do to <unk> and repetition, not a competitive system."]
     lines += ["", "## Paired differences (B - A, ROUGE points, 95 % bootstrap per seed)", "",
               "| A -> B | metric | per seed | verdict |", "|---|---|---|---|"]
     for a, b, label in PAIRS:
@@ -298,6 +328,10 @@ def report(args, results: Dict, started: float) -> str:
         lines += ["", f"## Summaries with a literal <unk>, by path (seed {seeds[0]}, after, each path's defaults)", "",
                   "| path | summaries with <unk> (of 500) |", "|---|---|"]
         lines += [f"| {path} | {count} |" for path, count in first["unk_paths"].items()]
+    terminal = Path(args.work) / "logs" / f"train_{seeds[0]}_after.terminal" if getattr(args, "work", None) else None
+    if terminal is not None and terminal.is_file():
+        lines += ["", f"## The terminal of `./train.sh DATA MODEL` (seed {seeds[0]}, after: it resumes the before run)",
+                  ""] + ["    " + line for line in read_lines(terminal) if line.strip()]
     lines += ["", "## The second output token, teacher-forced (beam 5 summaries of the test documents)", "",
               "overlap: the share of step 2's attention that step 1's attention already held, "
               "sum_i min(a_1i, a_2i); p_gen: See eq 8 at step 2.", "",
@@ -331,7 +365,7 @@ def main():
     started = time.time()
     exp = Experiment("short_targets", args.work)
     data = prepared(exp, args.corpus)
-    results = {"references": reference_figures(data)}
+    results = {"references": reference_figures(data), "lead": lead_figures(exp, data, args.corpus)}
     for seed in args.seeds:
         results[seed] = seed_results(exp, args.corpus, data, seed, args.before_updates, args.reuse_stale)
         results[seed]["trained_at"] = {m: read_record(exp.work / f"seed{seed}" / m)["code"]["commit"]
@@ -341,6 +375,7 @@ def main():
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report(args, results, started), encoding="utf-8")
         exp.log(f"seed {seed} done: {args.out}")
+    pack(exp.work, ARCHIVED, args.out.parent / args.out.stem / "run.tar.xz")
 
 
 if __name__ == "__main__":
