@@ -778,3 +778,14 @@ def test_leading_sentences_keeps_whole_sentences_within_the_budget():
     assert leading_sentences("a b . c d e .", 6) == "a b ."  # the second sentence would pass the budget
     assert leading_sentences("a b c d e f g . h .", 3) == "a b c d e f g ."  # the first one whole, even when longer
     assert leading_sentences("no end at all", 2) == "no end at all"  # a text without a sentence end is kept
+
+
+def test_short_targets_counts_a_chinese_models_tokens_and_its_literal_unks():
+    """A Chinese model's --no-detok summary has no spaces: its tokens come from a tokenizer, <unk> kept whole."""
+    import short_targets
+
+    figures = short_targets.stutter_figures(["巨头<unk><unk>的", "今天好"], tokenize=list)
+    assert figures["unk"] == 1 and figures["tokens"] == (5 + 3) / 2
+    assert figures["with_immediate_repeat"] == 50.0 and figures["doubled_first"] == 0.0
+    spaced = short_targets.stutter_figures(["title title policy", "a b <unk>"])  # English: split at spaces
+    assert spaced["doubled_first"] == 50.0 and spaced["unk"] == 1 and spaced["tokens"] == 3.0

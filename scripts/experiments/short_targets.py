@@ -159,7 +159,7 @@ def figures(exp: Experiment, data: Path, summaries: Path, name: str, lang: str) 
     exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", lang,
              "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
     return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": str(per_doc),
-            "stutter": stutter_figures(lines), "documents": len(lines)}
+            "stutter": stutter_figures(lines, model_tokens(data)), "documents": len(lines)}
 
 
 def lead_figures(exp: Experiment, data: Path, corpus: str) -> Dict:
@@ -171,13 +171,28 @@ def lead_figures(exp: Experiment, data: Path, corpus: str) -> Dict:
             "rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, "lead")}
 
 
-def stutter_figures(lines: Sequence[str]) -> Dict[str, float]:
-    """summ-analyze's repetition and length figures of the summaries (the model's tokens, --no-detok, read as
-    whitespace-separated units: words, also for a Chinese word model), and how many hold a literal <unk>."""
-    counts = summary_stats.aggregate([summary_stats.summary_counts(line, "en") for line in lines])
+def stutter_figures(lines: Sequence[str], tokenize=str.split) -> Dict[str, float]:
+    """summ-analyze's repetition and length figures of the summaries in the model's tokens (``tokenize``: the
+    --no-detok output split at spaces; a Chinese model's output, written without spaces, through its prep.json
+    tokenizer with each literal <unk> kept as one token), and how many summaries hold a literal <unk>."""
+    units = [" ".join(tokenize(line.replace(UNK, UNK_SLOT))).replace(UNK_SLOT, UNK) for line in lines]
+    counts = summary_stats.aggregate([summary_stats.summary_counts(text, "en") for text in units])
     stutter = {key: counts.get(key, {}).get("pooled") or 0.0 for key, _ in STUTTER[1:]}
-    stutter["unk"] = sum("<unk>" in line.split() for line in lines)
+    stutter["unk"] = holding_unk(lines)
     return stutter
+
+
+UNK, UNK_SLOT = "<unk>", "\ue000"  # a private-use character holds <unk>'s place through a tokenizer
+
+
+def model_tokens(data: Path):
+    """The tokens of a --no-detok summary: split at spaces, or through prep.json's tokenizer for Chinese."""
+    from fairseq_plugins.text.prepare import load_prep, tokenizer_from_prep
+
+    prep, prep_dir = load_prep(str(data / "prep.json"))
+    if prep["settings"]["lang"] != "zh":
+        return str.split
+    return tokenizer_from_prep(prep, prep_dir, str(data / "prep.json"))
 
 
 def reference_figures(data: Path) -> Dict[str, float]:
@@ -187,7 +202,7 @@ def reference_figures(data: Path) -> Dict[str, float]:
 
     prep, prep_dir = load_prep(str(data / "prep.json"))
     tokenizer = tokenizer_from_prep(prep, prep_dir, str(data / "prep.json"))
-    return stutter_figures([" ".join(tokenizer(line)) for line in read_lines(data / "ref" / "test.tgt")])
+    return stutter_figures([" ".join(tokenizer(line)) for line in read_lines(data / "ref" / "test.tgt")])  # spaced
 
 
 def second_step(model: Path, data: Path, decoding: str) -> Dict[str, Dict[str, float]]:
