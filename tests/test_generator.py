@@ -91,7 +91,9 @@ class ScriptedModel:
     matrix of log-probabilities), as a fairseq encoder-decoder with an incremental decoder."""
 
     @staticmethod
-    def build(dictionary, table):
+    def build(dictionary, table, by_position=False):
+        """``by_position``: ``table`` is a steps x V matrix, row t the log-probabilities of step t whatever came
+        before (a script without ties, where a token's successor would depend on where it stands)."""
         from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder
 
         class Encoder(FairseqEncoder):
@@ -103,9 +105,10 @@ class ScriptedModel:
 
         class Decoder(FairseqIncrementalDecoder):
             def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+                steps = torch.arange(prev_output_tokens.size(1)).expand_as(prev_output_tokens)  # B x T
                 if incremental_state is not None:
-                    prev_output_tokens = prev_output_tokens[:, -1:]
-                logits = table[prev_output_tokens]  # B x T x V
+                    prev_output_tokens, steps = prev_output_tokens[:, -1:], steps[:, -1:]
+                logits = table[steps] if by_position else table[prev_output_tokens]  # B x T x V
                 src_len = encoder_out["src_tokens"].size(1)
                 attn = torch.full((*prev_output_tokens.shape, src_len), 1.0 / src_len)  # B x T x S
                 return logits, {"attn": [attn]}
@@ -132,6 +135,17 @@ def loop_table(dictionary, cycle):
     table[:, dictionary.pad()] = -1e9
     for prev, nxt in zip([dictionary.eos()] + cycle, cycle + cycle[:1]):
         table[prev, nxt] = 2.0
+    return table
+
+
+def position_table(dictionary, cycle, steps):
+    """Log-probabilities where step t's likely token (2.0) is cycle[t mod len], </s> unlikely and every other
+    regular word shares the rest: the cycle, even where a token of it has two successors."""
+    table = torch.full((steps, len(dictionary)), -8.0)
+    table[:, dictionary.eos()] = -30.0
+    table[:, dictionary.pad()] = -1e9
+    for t in range(steps):
+        table[t, cycle[t % len(cycle)]] = 2.0
     return table
 
 
@@ -168,7 +182,7 @@ def test_a_loop_repeats_trigrams_without_blocking_and_none_with_it(loop_setup):
 def test_ignored_tokens_may_repeat(loop_setup):
     dictionary, ids, src, lengths = loop_setup
     cycle = [ids["a"], ids[","], ids["b"], ids[","]]  # a , b , a , b , ...: every bigram contains ","
-    model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
+    model = ScriptedModel.build(dictionary, position_table(dictionary, cycle, 16), by_position=True)
     options = dict(dictionary=dictionary, models=[model], min_len=10, max_len_b=10, block_ngram_repeat=2)
     ignored = best_tokens(generate(build(**options, block_ignore=","), src, lengths), dictionary.eos())
     unblocked = dict(options, block_ngram_repeat=0)
@@ -212,7 +226,7 @@ def test_the_sentence_separator_is_never_blocked():
     ids = {w: dictionary.index(w) for w in ["a", "b", ".", "<q>"]}
     src, lengths = torch.tensor([[ids["a"], ids["b"], dictionary.eos()]]), torch.tensor([3])
     cycle = [ids["a"], ids["."], ids["<q>"], ids["b"], ids["."], ids["<q>"]]
-    model = ScriptedModel.build(dictionary, loop_table(dictionary, cycle))
+    model = ScriptedModel.build(dictionary, position_table(dictionary, cycle, 16), by_position=True)
     options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, block_ngram_repeat=2)
     blocked = best_tokens(generate(build(**options), src, lengths), dictionary.eos())
     assert blocked[:6] == cycle and blocked[6] == ids["a"] and blocked[7] != ids["."]
