@@ -56,6 +56,37 @@ class Memory(NamedTuple):
     padding_mask: Optional[Tensor]  # B x S, True at padding
 
 
+class BackwardInputs(NamedTuple):
+    """What ``backward_loop`` reads: ``run_loop``'s intermediate tensors (its ``saved``), the loop's inputs and
+    its first three outputs."""
+
+    acts: Tensor  # B x T x 4H   [sigma(i), sigma(f), tanh(g), sigma(o)]
+    cells: Tensor  # B x T x H   c_t
+    tanh_cells: Optional[Tensor]  # B x T x H   tanh(c_t) (None: torch's cell kernels keep what they need)
+    operands: list  # per step, the score operands ([1, c^t], [q; w_c])
+    accumulate: bool  # whether c^{t+1} = c^t + a^t (See eq 10)
+    weights: StepWeights
+    memory: Memory
+    start: List[Tensor]  # s_0, c_0, h*_0, c^1
+    states: Tensor  # B x T x H   s_t
+    contexts: Tensor  # B x T x C   h*_t
+    attn: Tensor  # B x T x S   a^t
+
+
+def loop_inputs(w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask, hidden, cell, feed, coverage):
+    """The flat inputs of the autograd functions (``FusedSteps``, step_graphs' ``GraphedSteps``) as the loop takes
+    them: (StepWeights, Memory, start)."""
+    return (StepWeights(w_feed, w_hidden, w_query, w_coverage, v), Memory(keys.contiguous(), values, padding_mask),
+            [hidden, cell, feed, coverage])
+
+
+def gradient_sizes(bsz: int, steps: int, source: int) -> list:
+    """For each gradient ``backward_loop`` returns, in its order, the size of its real part where a padded call
+    computes it larger (None: the gradient of a weight, whole)."""
+    return [(bsz, steps), None, None, None, None, None, (bsz, source), (bsz, source), None, (bsz,), (bsz,), (bsz,),
+            (bsz, source)]
+
+
 def cell_kernels(tensor: Tensor) -> bool:
     """Whether the LSTM cell runs as torch's fused cell kernels (forward, backward) on this tensor's device:
     CUDA has them (aten::_thnn_fused_lstm_cell, the kernels of nn.LSTMCell on a GPU), a CPU does not."""
@@ -210,9 +241,8 @@ class FusedSteps(torch.autograd.Function):
     @staticmethod
     def forward(ctx, accumulate, gates_x, w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask,
                 hidden, cell, feed, coverage):
-        weights = StepWeights(w_feed, w_hidden, w_query, w_coverage, v)
-        memory = Memory(keys.contiguous(), values, padding_mask)
-        start = [hidden, cell, feed, coverage]
+        weights, memory, start = loop_inputs(w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask,
+                                             hidden, cell, feed, coverage)
         saved = {}
         outputs = run_loop(gates_x, weights, memory, start, accumulate, saved)
         # Inputs and outputs through save_for_backward (an output kept as an attribute of ctx would be a
@@ -226,9 +256,9 @@ class FusedSteps(torch.autograd.Function):
     @torch.autocast(device_type="cuda", enabled=False)
     @torch.autocast(device_type="cpu", enabled=False)
     def backward(ctx, grad_states, grad_contexts, grad_attn, grad_coverage, grad_cell, grad_last_coverage):
-        tensors = ctx.saved_tensors
-        saved = dict(ctx.intermediate, weights=StepWeights(*tensors[:5]), memory=Memory(*tensors[5:8]),
-                     start=list(tensors[8:12]), states=tensors[12], contexts=tensors[13], attn=tensors[14])
+        tensors, kept = ctx.saved_tensors, ctx.intermediate
+        saved = BackwardInputs(kept["acts"], kept["cells"], kept["tanh_cells"], kept["operands"], kept["accumulate"],
+                               StepWeights(*tensors[:5]), Memory(*tensors[5:8]), list(tensors[8:12]), *tensors[12:15])
         return (None, *backward_loop(saved, [grad_states, grad_contexts, grad_attn, grad_coverage],
                                      grad_cell, grad_last_coverage))
 
@@ -238,22 +268,22 @@ def per_step(tensor: Optional[Tensor], like: Tensor) -> List[Tensor]:
     return (tensor if tensor is not None else torch.zeros_like(like)).unbind(1)
 
 
-def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Optional[Tensor],
+def backward_loop(s: BackwardInputs, grad_outputs: List[Optional[Tensor]], grad_cell: Optional[Tensor],
                   grad_last_coverage: Optional[Tensor]):
     """The gradients of ``FusedSteps``' inputs (after ``accumulate``) from those of its outputs: per step
     (states, contexts, attn, coverage; None: zero) and of the last cell and coverage."""
-    weights, memory, states, contexts, attn = s["weights"], s["memory"], s["states"], s["contexts"], s["attn"]
-    hidden0, cell0, feed0, coverage0 = s["start"]
+    weights, memory, states, contexts, attn = s.weights, s.memory, s.states, s.contexts, s.attn
+    hidden0, cell0, feed0, coverage0 = s.start
     bsz, steps, size = states.shape
     grad_states, grad_contexts, grad_attn = (per_step(g, x) for g, x in zip(grad_outputs, (states, contexts, attn)))
     grad_coverage = grad_outputs[3].unbind(1) if grad_outputs[3] is not None else None
-    cells_before = torch.cat([cell0.unsqueeze(1), s["cells"][:, :-1]], dim=1)  # B x T x H   c_{t-1}
-    kernel = s["tanh_cells"] is None  # torch's fused LSTM cell kernels (CUDA)
+    cells_before = torch.cat([cell0.unsqueeze(1), s.cells[:, :-1]], dim=1)  # B x T x H   c_{t-1}
+    kernel = s.tanh_cells is None  # torch's fused LSTM cell kernels (CUDA)
     if kernel:
-        cells_before, cells_after, acts = cells_before.unbind(1), s["cells"].unbind(1), s["acts"].unbind(1)
+        cells_before, cells_after, acts = cells_before.unbind(1), s.cells.unbind(1), s.acts.unbind(1)
     else:
-        by_cell, by_state, to_cell = (x.unbind(1) for x in cell_derivatives(s["acts"], s["tanh_cells"], cells_before))
-        forget = s["acts"][:, :, size:2 * size].unbind(1)  # sigma(f)
+        by_cell, by_state, to_cell = (x.unbind(1) for x in cell_derivatives(s.acts, s.tanh_cells, cells_before))
+        forget = s.acts[:, :, size:2 * size].unbind(1)  # sigma(f)
     feeds = weights.feed is not None
     recurrent = torch.cat([weights.hidden, weights.feed], dim=1) if feeds else weights.hidden  # 4H x (H + F)
     if kernel:
@@ -270,10 +300,10 @@ def backward_loop(s: dict, grad_outputs: List[Optional[Tensor]], grad_cell: Opti
     values_t, attn_rows = memory.values.transpose(1, 2), attn.split(1, dim=1)  # B x C x S, T x (B x 1 x S)
     for t in reversed(range(steps)):
         d_context = grad_contexts[t] + d_feed  # B x C   (h*_t is also the next step's feed)
-        through_coverage = grad_attn[t] + d_coverage if s["accumulate"] else grad_attn[t]  # c^{t+1} = c^t + a^t
+        through_coverage = grad_attn[t] + d_coverage if s.accumulate else grad_attn[t]  # c^{t+1} = c^t + a^t
         d_attn = torch.baddbmm(through_coverage.unsqueeze(1), d_context.unsqueeze(1), values_t)  # See eqs 3, 10
         d_scores = torch._softmax_backward_data(d_attn, attn_rows[t], 2, d_attn.dtype).squeeze(1)  # B x S   (See eq 2)
-        d_query, d_cov_scores = scores_backward_step(d_scores, memory.keys, s["operands"][t], weights.coverage,
+        d_query, d_cov_scores = scores_backward_step(d_scores, memory.keys, s.operands[t], weights.coverage,
                                                      weights.v, grads)
         if grad_coverage is not None:
             d_coverage = d_coverage + grad_coverage[t]

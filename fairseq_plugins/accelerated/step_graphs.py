@@ -22,8 +22,8 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.accelerated.fused_steps import (Memory, StepWeights, backward_loop, check_shapes,
-                                                  computation_inputs, run_loop)
+from fairseq_plugins.accelerated.fused_steps import (BackwardInputs, Memory, StepWeights, backward_loop, check_shapes,
+                                                  computation_inputs, gradient_sizes, loop_inputs, run_loop)
 
 BUCKETS = (8, 8, 16)  # documents, steps, source positions are rounded up to multiples of these
 MEMORY_SHARE = 0.5  # of the GPU's memory, at most, for the captured shapes of one GraphCache
@@ -217,19 +217,16 @@ class Captured:
         for static, real in zip(self.grads_in, [*grad_outputs, grad_cell, grad_last_coverage]):
             fill(static, real)
         grads = self.backward_graph.replay()
-        bsz, steps, source = shape
-        real = [(bsz, steps), None, None, None, None, None, (bsz, source), (bsz, source), None, (bsz,), (bsz,),
-                (bsz,), (bsz, source)]
+        real = gradient_sizes(*shape)
         return tuple(None if g is None else corner(g, cut) if cut else g.clone() for g, cut in zip(grads, real))
 
 
 def backward_inputs(saved: Saved, accumulate: bool, weights: StepWeights, memory: Memory, start: List[Tensor]
-                    ) -> dict:
+                    ) -> BackwardInputs:
     """What backward_loop reads (run_loop's ``saved`` and FusedSteps' inputs and outputs), from one call's kept
     tensors and the loop's inputs."""
-    return dict(acts=saved.acts, cells=saved.cells, tanh_cells=saved.tanh_cells, operands=operands(saved),
-                accumulate=accumulate, weights=weights, memory=memory, start=start, states=saved.outputs[0],
-                contexts=saved.outputs[1], attn=saved.outputs[2])
+    return BackwardInputs(saved.acts, saved.cells, saved.tanh_cells, operands(saved), accumulate, weights, memory,
+                          start, *saved.outputs[:3])
 
 
 def operands(saved: Saved) -> list:
@@ -313,9 +310,8 @@ class GraphedSteps(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cache, accumulate, gates_x, w_feed, w_hidden, w_query, w_coverage, v, keys, values,
                 padding_mask, hidden, cell, feed, coverage):
-        weights = StepWeights(w_feed, w_hidden, w_query, w_coverage, v)
-        memory = Memory(keys.contiguous(), values, padding_mask)
-        start = [hidden, cell, feed, coverage]
+        weights, memory, start = loop_inputs(w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask,
+                                             hidden, cell, feed, coverage)
         captured = cache.entry(gates_x, weights, memory, start, accumulate)
         outputs, (kept, call) = captured.forward(gates_x, weights, memory, start)
         ctx.captured, ctx.kept, ctx.call = captured, kept, call

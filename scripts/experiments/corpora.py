@@ -68,6 +68,15 @@ def lcsts_raw(exp, raw: Path, valid_size: int = 500) -> Dict[str, int]:
     return {split: len(read_lines(raw / f"{split}.src")) for split in ("train", "valid", "test")}
 
 
+def cnndm_splits(exp, raw: Path, test_size: int, valid_size: int) -> Dict[str, List[dict]]:
+    """See et al.'s released CNN/DM documents split by id (test, valid, then train), with RAW created."""
+    require(CNNDM, exp.fail)
+    raw.mkdir(parents=True, exist_ok=True)
+    docs = cnndm_documents(by_id=True)
+    return {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
+            "train": docs[test_size + valid_size:]}
+
+
 def cnndm_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 300) -> Dict[str, int]:
     """CNN/DailyMail articles and reference highlights of See et al.'s released test set (10,000 documents,
     lower-cased, PTB-tokenized; articles in full as released, 71 to 2,466 tokens, median 694, of which See et
@@ -75,11 +84,7 @@ def cnndm_raw(exp, raw: Path, test_size: int = 500, valid_size: int = 300) -> Di
     configs/cnndm_small.conf), split by id: the first ``test_size`` ids are the test set, the next
     ``valid_size`` the validation set, the rest the training set.  Reference sentences are joined with
     `` <q> `` (summary-level ROUGE-L splits on it)."""
-    require(CNNDM, exp.fail)
-    raw.mkdir(parents=True, exist_ok=True)
-    docs = cnndm_documents(by_id=True)
-    splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
-              "train": docs[test_size + valid_size:]}
+    splits = cnndm_splits(exp, raw, test_size, valid_size)
     for split, part in splits.items():
         write_lines(raw / f"{split}.src", [" ".join(doc["article"].split()) for doc in part])
         write_lines(raw / f"{split}.tgt", [" <q> ".join(" ".join(s.split()) for s in doc["reference"]) for doc in part])
@@ -94,11 +99,7 @@ def cnndm_lead_headline_raw(exp, raw: Path, test_size: int = 500, valid_size: in
     ``lead_tokens`` tokens, at least one) -> its first reference highlight, written as JSON lines
     (``{"id", "body", "title"}``) and converted with ``summ-convert jsonl``.  Split by id as ``cnndm_raw``:
     the first ``test_size`` ids test, the next ``valid_size`` validate, the rest train."""
-    require(CNNDM, exp.fail)
-    raw.mkdir(parents=True, exist_ok=True)
-    docs = cnndm_documents(by_id=True)
-    splits = {"test": docs[:test_size], "valid": docs[test_size:test_size + valid_size],
-              "train": docs[test_size + valid_size:]}
+    splits = cnndm_splits(exp, raw, test_size, valid_size)
     for split, part in splits.items():
         rows = [{"id": doc["id"], "body": leading_sentences(doc["article"], lead_tokens),
                  "title": " ".join(doc["reference"][0].split())} for doc in part]
