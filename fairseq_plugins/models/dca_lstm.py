@@ -40,8 +40,9 @@ Decoder (modules/agent_attention.py), one LSTM layer:
     P(w)    = sum_a g_a^t P^a(w)                          over the document's extended vocabulary (~Celikyilmaz eq 16)
 The multi-agent pointer is modules/copy_mixture.py's ``merge_copy_sources`` read through
 ``ExtendedVocabularyOutput``'s ``copy_weights`` route; ``--no-copy`` gives P(w) = P_voc(w).  As in pgn_lstm,
-``</s>`` (which fairseq appends to the source, in the last agent) is never copied: that agent's copy side is its
-word attention renormalised without it, and an agent holding nothing else generates only.
+``</s>`` (which fairseq appends to the source, in the last agent) is never copied: that agent's attention on it
+joins its generation share (``--eos-attention generate``, a pointer sentinel; ``renormalise``: spread over the
+agent's other words), and an agent holding nothing else generates only.
 
 Outputs: the P_voc logits (B x T x V_reg) and ``extra``:
     attn [B x T x S]: g_a^t l_{a,i}^t at each source position (right-padded order), rows summing to 1: the
@@ -71,7 +72,8 @@ from fairseq_plugins.modules.agent_encoder import AgentEncoder
 from fairseq_plugins.modules.agent_split import DEFAULT_BOUNDARIES, SPLIT_MODES, agents_to_source, boundary_ids
 from fairseq_plugins.modules.agent_split import split_agents
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import GenerationSwitch, merge_copy_sources
+from fairseq_plugins.modules.copy_mixture import (GenerationSwitch, add_eos_attention_arg, eos_attention_of,
+                                                  merge_copy_sources)
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
     Dropout,
@@ -180,7 +182,7 @@ class DCADecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_hidden=256, hidden_size=256, out_embed_dim=256,
                  attention_dim=256, dropout_in=0.0, dropout_out=0.0, copy=True, contextual_agent_attention=True,
                  init_cell="agent", share_input_output_embed=False, num_regular=None,
-                 max_positions=DEFAULT_MAX_POSITIONS):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="generate"):
         super().__init__(dictionary)
         if init_cell not in INIT_CELL:
             raise ValueError(f"unknown --decoder-init-cell {init_cell!r} (choose from {', '.join(INIT_CELL)})")
@@ -189,6 +191,7 @@ class DCADecoder(StepStateDecoder):
         self.hidden_size = hidden_size
         self.encoder_hidden = encoder_hidden
         self.copy = copy
+        self.eos_attention = eos_attention
         self.contextual_agent_attention = contextual_agent_attention
 
         self.init_hidden = Linear(encoder_hidden, hidden_size) if encoder_hidden != hidden_size else None
@@ -267,7 +270,8 @@ class DCADecoder(StepStateDecoder):
             # (~Celikyilmaz eq 14)
             p_agent = self.switch(steps["contexts"], expand(states), expand(steps["inputs"])).squeeze(3)
             generate, copy, _ = merge_copy_sources(agent_attn, p_agent, word_attn, encoder_out["agent_tokens"],
-                                                   uncopyable=self.dictionary.eos())  # (~Celikyilmaz eqs 15-16)
+                                                   uncopyable=self.dictionary.eos(),
+                                                   eos_attention=self.eos_attention)  # (~Celikyilmaz eqs 15-16)
             extra["p_gen"] = generate  # B x T x 1: sum_a g_a p_a, the weight of P_voc
             extra["agent_p_gen"] = p_agent  # B x T x M
             extra["copy_weights"] = to_source(copy.view(word_attn.shape))  # B x T x S
@@ -309,6 +313,7 @@ class DCALSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
         parser.add_argument("--no-copy", action="store_true", help="no multi-agent pointer: P(w) = P_voc(w)")
         parser.add_argument("--copy", dest="no_copy", action="store_false", default=False,
                             help="the multi-agent pointer (the default): P(w) = ~Celikyilmaz eq 16")
+        add_eos_attention_arg(parser)
         parser.add_argument("--decoder-init-cell", choices=INIT_CELL,
                             help="decoder's initial cell: agent (projection of the first agent's final cells) or "
                                  "zeros [interpretation]")
@@ -350,6 +355,7 @@ class DCALSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             contextual_agent_attention=not args.no_contextual_agent_attention, init_cell=args.decoder_init_cell,
             share_input_output_embed=args.share_decoder_input_output_embed, num_regular=num_regular,
             max_positions=getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS),
+            eos_attention=args.eos_attention,
         )
         logger.info("dca_lstm: %d agents (%s split), %d contextual layers, communication=%s, copy=%s, caa=%s",
                     args.num_agents, args.agent_split, args.contextual_layers, not args.no_communication,
@@ -374,6 +380,7 @@ def base_architecture(args):
     args.message_v1 = getattr(args, "message_v1", False)
     args.no_contextual_agent_attention = getattr(args, "no_contextual_agent_attention", False)
     args.no_copy = getattr(args, "no_copy", False)
+    args.eos_attention = eos_attention_of(args)
     args.decoder_init_cell = getattr(args, "decoder_init_cell", "agent")
     common_defaults(args)
 

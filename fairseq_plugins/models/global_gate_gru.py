@@ -68,7 +68,7 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import GenerationSwitch
+from fairseq_plugins.modules.copy_mixture import GenerationSwitch, add_eos_attention_arg, eos_attention_of
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
@@ -189,7 +189,7 @@ class GlobalGateDecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=512, out_embed_dim=512,
                  attention_dim=512, dropout_in=0.0, dropout_out=0.0, global_encoding=True,
                  share_input_output_embed=False, num_regular=None, copy=False, attention_query="previous",
-                 max_positions=DEFAULT_MAX_POSITIONS):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="generate"):
         super().__init__(dictionary)
         if attention_query not in ("previous", "current"):
             raise ValueError(f"--attention-query must be previous or current, not {attention_query!r}")
@@ -219,7 +219,8 @@ class GlobalGateDecoder(StepStateDecoder):
         if copy:
             self.switch = GenerationSwitch([encoder_output_units, hidden_size, embed_dim])  # p_gen from [c; s; w]
         self.extended_output = ExtendedVocabularyOutput(
-            self.num_regular, len(dictionary), dictionary.unk(), copy=copy, eos=dictionary.eos()
+            self.num_regular, len(dictionary), dictionary.unk(), copy=copy, eos=dictionary.eos(),
+            eos_attention=eos_attention,
         )  # log P(w) -inf where P(w) = 0 (markers without copy, absent from the source with it); losses floor it
 
     # ------------------------------------------------------------------ recurrent part
@@ -311,6 +312,7 @@ class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                                  "paper): source OOV words become producible")
         parser.add_argument("--no-copy", dest="copy", action="store_false", default=False,
                             help="no copy switch (the default, as in the paper): P(w) = Song eq 17")
+        add_eos_attention_arg(parser)
         parser.add_argument("--attention-query", choices=["previous", "current"],
                             help="the decoder state the attention reads at step t: previous = s_{t-1} (Song eq 12/18 "
                                  "as printed, the default), current = s_t (Luong's concat attention, which the "
@@ -343,6 +345,7 @@ class GlobalGateGRUModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             share_input_output_embed=args.share_decoder_input_output_embed, num_regular=num_regular,
             copy=args.copy, attention_query=args.attention_query,
             max_positions=getattr(args, "max_target_positions", DEFAULT_MAX_POSITIONS),
+            eos_attention=args.eos_attention,
         )
         logger.info("global_gate_gru: %d regular words, %d OOV markers (%s), copy=%s, global encoding=%s, "
                     "selective gate=%s, output layer tied to the embeddings=%s, attention query=%s", num_regular,
@@ -364,6 +367,7 @@ def base_architecture(args):
     args.no_selective_gate = getattr(args, "no_selective_gate", False)
     args.no_global_encoding = getattr(args, "no_global_encoding", False)
     args.copy = getattr(args, "copy", False)
+    args.eos_attention = eos_attention_of(args)
     args.attention_query = getattr(args, "attention_query", None) or "previous"  # Song eq 12; older checkpoints too
     common_defaults(args)
 

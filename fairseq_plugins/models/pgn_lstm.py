@@ -17,7 +17,8 @@ See eq 1 instead of See eq 11: Shi et al. (2018) attend without coverage (Shi eq
 term (Shi eqs 12-13); ``pgn_lstm_shi2018`` does so, ``--coverage-attention`` puts the term back.
 
 The ``</s>`` that fairseq appends to every source is attended to but never copied (modules/copy_mixture.py):
-See et al.'s sources have no stop token to copy.
+See et al.'s sources have no stop token to copy.  Its attention goes to the generation side (``--eos-attention
+generate``, a pointer sentinel): a word is copied only from the attention on it, which coverage records.
 
 Shi et al.'s normalization of the embeddings (``--embed-norm``, Shi eq 14) cites Ioffe & Szegedy's batch
 normalization; it is layer normalization here, see modules/factories.py ``EmbeddingNorm`` for why.
@@ -70,6 +71,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_
 from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps
 from fairseq_plugins.accelerated.step_graphs import GraphCache, graphed_steps
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
+from fairseq_plugins.modules.copy_mixture import add_eos_attention_arg, eos_attention_of
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
@@ -218,7 +220,8 @@ class PGNDecoder(StepStateDecoder):
                  out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
                  coverage_attention=True, share_input_output_embed=False, num_regular=None, readout="see",
                  embed_norm=False, intra_temporal=False, intra_decoder=False, shared_output_projection=False,
-                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS, cuda_graphs=False):
+                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS, cuda_graphs=False,
+                 eos_attention="generate"):
         super().__init__(dictionary)
         check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
                       shared_output_projection)
@@ -268,7 +271,7 @@ class PGNDecoder(StepStateDecoder):
             # V' (See eq 4) / W_vocab (Shi eq 7)
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)
         self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy,
-                                                        eos=dictionary.eos())  # </s> is never copied
+                                                        eos=dictionary.eos(), eos_attention=eos_attention)
         # See et al.'s recurrence (See readout, one layer, additive attention) as one autograd function
         self.fused = (fused_steps and self.feeds_back and isinstance(self.readout, SeeReadout) and num_layers == 1
                       and not intra_temporal and not intra_decoder)
@@ -530,6 +533,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
                             help="no pointer: P(w) = P_vocab(w) (the paper's attention baseline)")
         parser.add_argument("--copy", dest="no_copy", action="store_false", default=False,
                             help="the pointer (the default): P(w) = See eq 9")
+        add_eos_attention_arg(parser)
         parser.add_argument("--no-coverage", action="store_true",
                             help="no coverage vector: neither in the attention nor for the coverage loss")
         parser.add_argument("--no-coverage-attention", dest="no_coverage_attention", action="store_true",
@@ -599,6 +603,7 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             intra_temporal=args.intra_temporal_attention, intra_decoder=args.intra_decoder_attention,
             shared_output_projection=args.shared_output_projection, own_prediction_prob=args.own_prediction_prob,
             fused_steps=not args.no_fused_steps, max_positions=max_target, cuda_graphs=args.cuda_graphs,
+            eos_attention=args.eos_attention,
         )
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s, coverage attention=%s, "
                     "readout=%s, intra-temporal attention=%s, intra-decoder attention=%s, shared output "
@@ -622,6 +627,7 @@ def base_architecture(args):
     # state; See et al.'s code uses the encoder state size (pgn_lstm_see2017), twice the work per decoder step.
     args.attention_dim = getattr(args, "attention_dim", None) or args.decoder_hidden_size
     args.no_copy = getattr(args, "no_copy", False)
+    args.eos_attention = eos_attention_of(args)
     args.no_coverage = getattr(args, "no_coverage", False)
     args.no_coverage_attention = getattr(args, "no_coverage_attention", False)
     args.decoder_readout = getattr(args, "decoder_readout", "see")

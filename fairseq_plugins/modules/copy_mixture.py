@@ -18,9 +18,16 @@ arrives as probabilities: copy mass below float32's range (about 1e-38, denormal
 
 Uncopyable tokens.  fairseq appends ``</s>`` to every source, so the attention covers it (it is part of the
 context) but See et al.'s model, whose sources have no stop token, can never copy it.  ``CopyMixture(...,
-uncopyable=eos)`` takes it out of the copy distribution: the copy side uses the attention renormalised over the
-other positions, a_i / sum_{j: w_j != </s>} a_j.  A source with nothing copyable (only ``</s>``, an empty document)
-has no copy distribution: its rows put all their mass on generation (P(w) = P_vocab(w)), whatever the switch.
+uncopyable=eos)`` takes it out of the copy distribution, and ``eos_attention`` says where its attention goes:
+  * ``"generate"`` (the default): to the generation side, as the sentinel of Merity et al. (2017, Pointer Sentinel
+    Mixture Models), whose softmax mass gates the vocabulary distribution:
+        P(w) = (p_gen + (1 - p_gen) a_</s>) P_vocab(w) + (1 - p_gen) sum_{i: w_i = w, w_i != </s>} a_i^t;
+    an attention held on ``</s>`` therefore generates, and a word is copied only from the attention on it (which
+    coverage then records, See eq 10);
+  * ``"renormalise"``: over the other positions, a_i / sum_{j: w_j != </s>} a_j, so that a copy is drawn from
+    whatever attention is left beside ``</s>``, however little (models trained before the sentinel).
+A source with nothing copyable (only ``</s>``, an empty document) puts all its mass on generation either way
+(P(w) = P_vocab(w)), whatever the switch.
 
 Two ways to evaluate See eq 9 are kept side by side:
   * ``log_full``: the whole distribution (beam search, tests); without autograd (a search) it runs as
@@ -46,6 +53,7 @@ from fairseq_plugins.modules.factories import TorchLinear
 
 TINY = 1e-30  # the clamp of a log taken of a probability (not of a logit): only merge_copy_sources' g_t
 NEG_INF = float("-inf")
+EOS_ATTENTION = ("generate", "renormalise")  # where the attention on an uncopyable token goes (module docstring)
 
 
 class GenerationSwitch(nn.Module):
@@ -110,16 +118,22 @@ class CopyMixture(nn.Module):
         num_regular: number of words that P_vocab covers (the logits' last dimension).
         ext_size: size of the extended vocabulary (regular words + OOV markers).
         uncopyable: a token id the copy side never produces (``</s>``: see the module docstring), or None.
+        eos_attention: where the attention on ``uncopyable`` goes: "generate" (to P_vocab, a sentinel) or
+            "renormalise" (over the other positions); see the module docstring.
 
     Every method takes ``zero``, the value given to log P(w) where P(w) = 0 exactly (default -inf, what beam
     search needs; a finite floor keeps a loss finite); every other value is exact.
     """
 
-    def __init__(self, num_regular: int, ext_size: int, uncopyable: Optional[int] = None):
+    def __init__(self, num_regular: int, ext_size: int, uncopyable: Optional[int] = None,
+                 eos_attention: str = "generate"):
         super().__init__()
+        if eos_attention not in EOS_ATTENTION:
+            raise ValueError(f"eos_attention must be one of {EOS_ATTENTION}, not {eos_attention!r}")
         self.num_regular = num_regular
         self.ext_size = ext_size
         self.uncopyable = uncopyable
+        self.sentinel = eos_attention == "generate"
         self._occurrences = None  # (tokens, its version, first_occurrences(tokens)): beam search reuses them
         self._operands = None  # (tokens, its version, source_operands(tokens)): likewise
 
@@ -153,7 +167,11 @@ class CopyMixture(nn.Module):
         index, group, regular_index, marker, uncopyable = operands
         logit, copy, logits = (t if t.dtype == dtype else t.to(dtype) for t in (switch_logit, attn, logits))
         log_generate, log_copy_scale = F.logsigmoid(logit), F.logsigmoid(-logit)  # B x T x 1 each
-        if self.uncopyable is not None:  # as switch_terms
+        if self.uncopyable is not None and self.sentinel:  # as switch_terms
+            held = copy.masked_fill(~uncopyable, 0.0).sum(dim=2, keepdim=True)  # B x T x 1   a_</s>
+            log_generate = torch.logaddexp(log_generate, log_copy_scale + held.log())  # B x T x 1
+            copy = copy.masked_fill(uncopyable, 0.0)  # B x T x S
+        elif self.uncopyable is not None:
             copy = copy.masked_fill(uncopyable, 0.0)  # B x T x S
             copyable = copy.sum(dim=2, keepdim=True)  # B x T x 1
             nothing = copyable.eq(0)  # B x T x 1
@@ -189,14 +207,19 @@ class CopyMixture(nn.Module):
     def switch_terms(self, attn: Tensor, switch_logit: Tensor, src_tokens: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """See eq 9's weights in log space: (log p_gen, the copy weights, log of their scale), the copy side being
         exp(scale) * copy.  Without an uncopyable token: (logsigmoid(l), a^t, logsigmoid(-l)); with one, a^t is
-        zero at its positions and renormalised by the scale; rows with nothing copyable generate only.
-        Shapes: B x T x 1, B x T x S, B x T x 1."""
+        zero at its positions, and its attention either joins p_gen (the sentinel) or is spread over the others by
+        the scale; rows with nothing copyable generate only.  Shapes: B x T x 1, B x T x S, B x T x 1."""
         dtype = mixture_dtype(attn.dtype)
         logit, copy = switch_logit.to(dtype), attn.to(dtype)  # B x T x 1, B x T x S
         log_generate, log_copy_scale = F.logsigmoid(logit), F.logsigmoid(-logit)  # log p_gen, log(1 - p_gen)
         if self.uncopyable is None:
             return log_generate, copy, log_copy_scale
-        copy = copy.masked_fill(src_tokens.eq(self.uncopyable).unsqueeze(1), 0.0)  # B x T x S
+        uncopyable = src_tokens.eq(self.uncopyable).unsqueeze(1)  # B x 1 x S
+        if self.sentinel:
+            held = copy.masked_fill(~uncopyable, 0.0).sum(dim=2, keepdim=True)  # B x T x 1   a_</s>
+            log_generate = torch.logaddexp(log_generate, log_copy_scale + safe_log(held))  # p_gen + (1-p_gen) a_</s>
+            return log_generate, copy.masked_fill(uncopyable, 0.0), log_copy_scale
+        copy = copy.masked_fill(uncopyable, 0.0)  # B x T x S
         copyable = copy.sum(dim=2, keepdim=True)  # B x T x 1   sum_{j: w_j != </s>} a_j
         nothing = copyable.eq(0)  # B x T x 1   (an empty source: generate only)
         log_generate = log_generate.masked_fill(nothing, 0.0)  # B x T x 1
@@ -286,8 +309,24 @@ class CopyMixture(nn.Module):
         return (weights * same).sum(dim=2)  # B x T
 
 
+def add_eos_attention_arg(parser) -> None:
+    """A model's ``--eos-attention`` option; ``eos_attention_of`` reads it."""
+    parser.add_argument("--eos-attention", choices=EOS_ATTENTION, default="generate",
+                        help="where the copy side puts the attention on the source's </s>, which it cannot copy: "
+                             "generate (the default) adds it to p_gen's share, as a pointer sentinel (Merity et "
+                             "al. 2017), so that a word is copied only from the attention on it; renormalise "
+                             "spreads it over the other positions (models trained before this option)")
+
+
+def eos_attention_of(args) -> str:
+    """``--eos-attention`` of a model's options; "renormalise" for options saved before it existed, which is
+    what those models were trained with (fairseq-train always records the option's default)."""
+    return getattr(args, "eos_attention", None) or "renormalise"
+
+
 def merge_copy_sources(weights: Tensor, p_gen: Tensor, attn: Tensor, src_tokens: Tensor,
-                       uncopyable: Optional[int] = None) -> Tuple[Tensor, Tensor, Tensor]:
+                       uncopyable: Optional[int] = None, eos_attention: str = "generate"
+                       ) -> Tuple[Tensor, Tensor, Tensor]:
     """Several copy sources k = 1..M, each a pointer-generator over its own tokens, mixed by ``weights``:
         P(w) = sum_k weights_k [p_gen_k P_vocab(w) + (1 - p_gen_k) sum_{i: x_ki = w} a_ki],
     written as ``CopyMixture.mix``'s (generate, copy, tokens).
@@ -295,20 +334,27 @@ def merge_copy_sources(weights: Tensor, p_gen: Tensor, attn: Tensor, src_tokens:
     Args:
         weights: B x T x M (each row sums to 1); p_gen: B x T x M; attn: B x T x M x S (rows sum to 1);
         src_tokens: B x M x S;
-        uncopyable: a token id never copied (``</s>``, as ``CopyMixture(uncopyable=...)``): each source's copy
-            side is its attention renormalised without it, and a source with nothing else to copy generates
-            only (its p_gen_k counts as 1).
+        uncopyable: a token id never copied (``</s>``, as ``CopyMixture(uncopyable=...)``);
+        eos_attention: where each source's attention on it goes: "generate" adds (1 - p_gen_k) a_k</s> to
+            p_gen_k (the sentinel), "renormalise" spreads it over the source's other positions; a source with
+            nothing else to copy generates only (its p_gen_k counts as 1) either way.
     Returns:
         generate B x T x 1 (sum_k weights_k p_gen_k), copy B x T x (M*S), tokens B x (M*S).
     """
     bsz, tgt_len = weights.shape[:2]
     attn = attn.float()  # B x T x M x S
-    if uncopyable is not None:
+    copy_share = 1.0 - p_gen  # B x T x M   each source's 1 - p_gen_k
+    if uncopyable is not None and eos_attention == "generate":
+        masked = src_tokens.eq(uncopyable).unsqueeze(1)  # B x 1 x M x S
+        held = attn.masked_fill(~masked, 0.0).sum(dim=3)  # B x T x M   a_k</s>
+        p_gen = p_gen + copy_share * held  # B x T x M
+        attn = attn.masked_fill(masked, 0.0)  # B x T x M x S
+    elif uncopyable is not None:
         attn = attn.masked_fill(src_tokens.eq(uncopyable).unsqueeze(1), 0.0)  # B x T x M x S
         copyable = attn.sum(dim=3, keepdim=True)  # B x T x M x 1
         nothing = copyable.eq(0)  # B x T x M x 1   (a source holding only </s>)
         attn = attn / copyable.masked_fill(nothing, 1.0)  # B x T x M x S
         p_gen = p_gen.masked_fill(nothing.squeeze(3), 1.0)  # B x T x M
     generate = (weights * p_gen).sum(dim=2, keepdim=True)  # B x T x 1
-    copy = (weights * (1.0 - p_gen)).unsqueeze(3) * attn  # B x T x M x S
+    copy = (weights * copy_share).unsqueeze(3) * attn  # B x T x M x S   (zero where nothing is copyable)
     return generate, copy.reshape(bsz, tgt_len, -1), src_tokens.reshape(bsz, -1)

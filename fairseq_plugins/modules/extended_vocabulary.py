@@ -76,7 +76,7 @@ class ExtendedVocabularyOutput(nn.Module):
             only gives ``p_gen``, B x T x 1, gets clamped logs of p_gen and 1 - p_gen instead);
         src_tokens: B x S, the ids the copy side can produce (right-padded, extended vocabulary);
         attn: [B x T x S], the attention, whose (1 - p_gen) share is the copy side (See eq 9); ``</s>`` is never
-            copied (``eos``: the attention is renormalised over the other positions, see copy_mixture.py);
+            copied (``eos``: its attention generates or is renormalised away, ``eos_attention``, copy_mixture.py);
         copy_weights (optional): B x T x S, the copy mass of every position, replacing (1 - p_gen) a^t when a
             model mixes several copy sources (``merge_copy_sources``; src_tokens then holds all their tokens,
             and p_gen is the total weight of P_vocab).
@@ -93,17 +93,18 @@ class ExtendedVocabularyOutput(nn.Module):
             every other log-probability is exact, however small (default 1e-12).  None: exact there too.  The
             full distribution (``probs``, what generation reads) is always exact: -inf where P(w) = 0.
         eos: the token the copy side never produces (default None: every source token is copyable).
+        eos_attention: where the attention on ``eos`` goes, "generate" or "renormalise" (see copy_mixture.py).
     """
 
     def __init__(self, num_regular: int, ext_size: int, unk_idx: int, copy: bool,
-                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None):
+                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None, eos_attention: str = "generate"):
         super().__init__()
         self.copy = copy
         self.log_floor = log_floor
         self.zero_log = NEG_INF if log_floor is None else math.log(log_floor)  # a loss's log P(target) if 0
         self.as_unk = MarkerAsUnk(num_regular, unk_idx)
         if copy:
-            self.mixture = CopyMixture(num_regular, ext_size, uncopyable=eos)
+            self.mixture = CopyMixture(num_regular, ext_size, uncopyable=eos, eos_attention=eos_attention)
         else:
             self.vocab_output = RegularVocabularyOutput(num_regular, ext_size, unk_idx)
 

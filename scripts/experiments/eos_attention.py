@@ -1,0 +1,194 @@
+"""The attention on the source's </s>: renormalised away from the copy side, or given to generation (a sentinel).
+
+    python scripts/experiments/eos_attention.py [--work runs/eos_attention] [--seeds 1 2] [--epochs 2]
+        [--out docs/results/eos_attention.md] [--reuse-stale]
+
+fairseq appends </s> to every source.  The pointer-generator attends to it but never copies it; where its attention
+goes is ``--eos-attention`` (modules/copy_mixture.py):
+  renormalise  the copy side is the attention renormalised over the other positions, so a copy is drawn from
+               whatever attention is left beside </s>, however little, and coverage (See eq 10) records </s>;
+  generate     the attention on </s> joins p_gen's share, P(w) = (p_gen + (1 - p_gen) a_</s>) P_vocab(w) +
+               (1 - p_gen) sum_{i: w_i = w, w_i != </s>} a_i (the sentinel of Merity et al. 2017): a word is
+               copied only from the attention on it, which coverage then records.
+The corpus is short_targets.py's LCSTS in jieba words (its data folder, runs/short_targets_lcsts/data, is made or
+reused), where an undertrained model doubles its first word.  For each seed, both settings are trained by
+./train.sh DATA MODEL --max-epoch EPOCHS --eos-attention SETTING with everything else the default config's, and
+decoded by ./generate.sh --split test --no-detok with the defaults ("new") and with the decoding of before
+(--allow-unk --block-ngram-repeat 0, "old").  ROUGE is official ROUGE-1.5.5, the paired intervals 95 % bootstraps
+over the test documents per seed (ROUGE and the per-summary stutter indicators), the verdicts the project's rule.
+Each model's beam summaries are teacher-forced through it (Summarizer.summarize_with_details) to read its attention
+on </s> at the first step, the share of the second step's attention already held by the first,
+sum_i min(a_1i, a_2i), and p_gen (See eq 8) at the second step.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from lib import ROOT, Experiment, official_rouge, pack, paired_intervals, read_lines, shown_intervals, verdict
+from records import made_header, read_record, train_or_reuse, training_record
+from short_targets import (CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user, config_of, exp_raw, model_tokens,
+                           prepared, reference_figures, seed_options, stutter_figures)
+
+sys.path.insert(0, str(ROOT))
+from fairseq_plugins.scoring import summary_stats  # noqa: E402
+from fairseq_plugins.scoring.significance import paired_bootstrap  # noqa: E402
+
+SETTINGS = ("renormalise", "generate")
+ROWS = [(setting, decoding) for setting in SETTINGS for decoding in ("old", "new")]
+INDICATORS = [("doubled_first", "first token doubled"), ("with_immediate_repeat", "summary with an immediate repeat")]
+ARCHIVED = ("seed*/*.sum", "seed*/*.json", "logs/rouge_*.per_doc.tsv", "logs/rouge_*.out", "logs/train_*.terminal")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "eos_attention")
+    parser.add_argument("--data-work", type=Path, default=ROOT / "runs" / "short_targets_lcsts",
+                        help="short_targets.py --corpus lcsts's work folder, whose data/ is made or reused")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "eos_attention.md")
+    parser.add_argument("--reuse-stale", action="store_true",
+                        help="reuse finished trainings made by older code (the report names their commit)")
+    return parser.parse_args()
+
+
+def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, epochs: int, stale: bool) -> Path:
+    model = exp.work / f"seed{seed}" / setting
+    options = ["--max-epoch", str(epochs), "--eos-attention", setting, *seed_options(seed)]
+    train_or_reuse(as_a_user(exp), f"seed {seed} {setting}", model, f"train_{seed}_{setting}.terminal",
+                   training_record(config, options, data), [ROOT / "train.sh", data, model, *options],
+                   reuse_stale=stale)
+    return model
+
+
+def decoded(exp: Experiment, data: Path, model: Path, decoding: str) -> Path:
+    summaries = model.parent / f"{model.name}_{decoding}.sum"
+    if not summaries.is_file() or summaries.stat().st_mtime < (model / "checkpoint_best.pt").stat().st_mtime:
+        exp.run(["./generate.sh", "--split", "test", "--no-detok", "--output", summaries, data, model,
+                 *DECODINGS[decoding]], f"generate_{model.parent.name}_{model.name}_{decoding}.log")
+    return summaries
+
+
+def indicators(lines: List[str], tokenize) -> np.ndarray:
+    """D x len(INDICATORS): each summary's doubled first token and immediate repeat (0 or 1), in model tokens."""
+    rows = []
+    for line in lines:
+        units = " ".join(tokenize(line.replace(UNK, UNK_SLOT))).replace(UNK_SLOT, UNK)
+        counts = summary_stats.summary_counts(units, "en")
+        rows.append([float(counts[key][0] > 0) for key, _ in INDICATORS])
+    return np.array(rows)
+
+
+def figures(exp: Experiment, data: Path, summaries: Path, name: str) -> Dict:
+    lines, tokenize = read_lines(summaries), model_tokens(data)
+    per_doc = exp.logs / f"rouge_{name}.per_doc.tsv"
+    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", "zh",
+             "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
+    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, "zh", name), "per_doc": str(per_doc),
+            "stutter": stutter_figures(lines, tokenize), "indicators": indicators(lines, tokenize).tolist()}
+
+
+def first_steps(model: Path, data: Path) -> Dict[str, float]:
+    """Teacher-forced through the model, its beam summaries (defaults) of the test documents: mean attention on
+    </s> at step 1, mean overlap of steps 1 and 2, mean p_gen at step 2, and how many summaries were read."""
+    from fairseq_plugins.inference.hub import Summarizer
+
+    summarizer = Summarizer.from_pretrained(model, data_dir=data, device="cpu")
+    eos, overlap, p_gen = [], [], []
+    for details in summarizer.summarize_with_details(read_lines(exp_raw(data) / "test.src"), detok=False):
+        first = details.attention[0]
+        eos.append(float(first[-1]))  # the source's last position is its </s>
+        if len(details.summary_tokens) >= 3:  # two tokens and </s>
+            overlap.append(float(first.clip(max=details.attention[1]).sum()))
+            p_gen.append(float(details.p_gen[1]) if details.p_gen is not None else float("nan"))
+    return {"eos_step_1": float(np.mean(eos)), "overlap": float(np.mean(overlap)), "p_gen_2": float(np.mean(p_gen)),
+            "summaries": len(eos)}
+
+
+def seed_results(exp: Experiment, data: Path, seed: int, epochs: int, stale: bool) -> Dict:
+    """One seed's rows and first-step figures, kept in WORK/seedS/results.json while newer than its models."""
+    config = config_of(exp, "lcsts")
+    models = {setting: trained(exp, config, data, seed, setting, epochs, stale) for setting in SETTINGS}
+    kept = exp.work / f"seed{seed}" / "results.json"
+    newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
+    if kept.is_file() and kept.stat().st_mtime > newest:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    rows = {f"{s}_{d}": figures(exp, data, decoded(exp, data, models[s], d), f"{seed}_{s}_{d}") for s, d in ROWS}
+    results = {"rows": rows, "first_steps": {s: first_steps(models[s], data) for s in SETTINGS},
+               "trained_at": {s: read_record(models[s])["code"]["commit"] for s in SETTINGS}}
+    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return results
+
+
+def indicator_intervals(a: Dict, b: Dict) -> List[tuple]:
+    """[(difference, low, high)] of B - A in percentage points for each of INDICATORS: a paired bootstrap."""
+    delta, low, high, _ = paired_bootstrap(np.array(a["indicators"]), np.array(b["indicators"]), 10000, 1)
+    return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
+
+
+def report(args, results: Dict, started: float) -> str:
+    seeds = sorted(seed for seed in results if isinstance(seed, int))
+    lines = ["# Where the attention on the source's </s> goes: renormalised away, or to generation", ""]
+    lines += made_header("eos_attention.py", note=f"seeds {', '.join(map(str, seeds))}; "
+                         f"{(time.time() - started) / 60:.0f} min this run")
+    trained_at = "; ".join(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in results[s]["trained_at"].items())
+                           for s in seeds)
+    lines += ["", f"Trained at commits {trained_at}.", "",
+              f"{CORPORA['lcsts'][0]}; `./train.sh DATA MODEL --max-epoch {args.epochs} --eos-attention SETTING`.  "
+              "*old*: decoded `--allow-unk --block-ngram-repeat 0`; *new*: decoded with the defaults.  ROUGE: official "
+              "ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`, characters as ids).", ""]
+    lines += ["| seed | --eos-attention | decoding | R-1 | R-2 | R-L | " + " | ".join(n for _, n in STUTTER) + " |",
+              "|" + "---|" * (6 + len(STUTTER))]
+    for seed in seeds:
+        for setting, decoding in ROWS:
+            row = results[seed]["rows"][f"{setting}_{decoding}"]
+            r, st = row["rouge"], row["stutter"]
+            cells = [str(st[key]) if key == "unk" else f"{st[key]:.1f}" for key, _ in STUTTER]
+            lines.append(f"| {seed} | {setting} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
+                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
+    refs = results["references"]
+    lines.append("| | references | | | | | " + " | ".join(
+        str(refs[key]) if key == "unk" else f"{refs[key]:.1f}" for key, _ in STUTTER) + " |")
+    lines += ["", "## renormalise -> generate (B - A, 95 % paired bootstrap per seed)", "",
+              "| decoding | measure | per seed | verdict |", "|---|---|---|---|"]
+    for decoding in ("old", "new"):
+        pairs = [(results[s]["rows"][f"renormalise_{decoding}"], results[s]["rows"][f"generate_{decoding}"])
+                 for s in seeds]
+        runs = [indicator_intervals(a, b) for a, b in pairs]
+        for index, (_, name) in enumerate(INDICATORS):
+            per_seed = [run[index] for run in runs]
+            lines.append(f"| {decoding} | {name}, % of summaries | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+        runs = [paired_intervals(Path(a["per_doc"]), Path(b["per_doc"])) for a, b in pairs]
+        for index, metric in enumerate(("ROUGE-1", "ROUGE-2", "ROUGE-L")):
+            per_seed = [run[index] for run in runs]
+            lines.append(f"| {decoding} | {metric} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+    lines += ["", "## The first two steps, teacher-forced (each model's summaries with the defaults)", "",
+              "| seed | --eos-attention | attention on </s> at step 1 | overlap of steps 1 and 2 | p_gen at step 2 |",
+              "|---|---|---|---|---|"]
+    for seed in seeds:
+        for setting, f in results[seed]["first_steps"].items():
+            lines.append(f"| {seed} | {setting} | {f['eos_step_1']:.2f} | {f['overlap']:.2f} | {f['p_gen_2']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    args = parse_args()
+    started = time.time()
+    exp = Experiment("eos_attention", args.work)
+    data = prepared(Experiment("short_targets", args.data_work), "lcsts")
+    results = {"references": reference_figures(data)}
+    for seed in args.seeds:
+        results[seed] = seed_results(exp, data, seed, args.epochs, args.reuse_stale)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report(args, results, started), encoding="utf-8")
+        exp.log(f"seed {seed} done: {args.out}")
+    pack(exp.work, ARCHIVED, args.out.parent / args.out.stem / "run.tar.xz")
+
+
+if __name__ == "__main__":
+    main()
