@@ -144,8 +144,8 @@ def test_the_copy_mixture_without_autograd_equals_it_with(dtype):
     from fairseq_plugins.modules.copy_mixture import CopyMixture
 
     torch.manual_seed(0)
-    for uncopyable in (None, 2):
-        mixture = CopyMixture(50, 60, uncopyable=uncopyable)
+    for uncopyable, eos_attention in ((None, "generate"), (2, "generate"), (2, "renormalise")):
+        mixture = CopyMixture(50, 60, uncopyable=uncopyable, eos_attention=eos_attention)
         src = torch.randint(3, 60, (6, 9))
         src[:, -1], src[0], src[1, :4] = 2, 2, 55
         attn = torch.softmax(torch.randn(6, 3, 9) * 3, -1)

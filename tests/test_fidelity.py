@@ -32,28 +32,33 @@ def mixture_inputs(seed=0, dtype=torch.float32):
     return logits, attn, switch_logit, src
 
 
-def direct_log_probs(logits, attn, switch_logit, src, copy_eos):
-    """Eq 9 as printed, in float64 probabilities: p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i (the
-    attention renormalised without </s> unless ``copy_eos``), then its log (-inf where it is 0)."""
+def direct_log_probs(logits, attn, switch_logit, src, copy_eos, eos_attention="generate"):
+    """Eq 9 as printed, in float64 probabilities: p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i, then its
+    log (-inf where it is 0).  Unless ``copy_eos``, </s> is not copied: its attention joins p_gen's share
+    ("generate") or the attention is renormalised without it ("renormalise")."""
     logits, attn, switch_logit = logits.double(), attn.double(), switch_logit.double()
     p_gen = torch.sigmoid(switch_logit)  # B x T x 1
     probs = torch.zeros(*logits.shape[:2], EXT_SIZE, dtype=torch.float64)
-    probs[..., :NUM_REGULAR] = p_gen * torch.softmax(logits, dim=-1)
     copy = attn if copy_eos else attn.masked_fill(src.eq(EOS).unsqueeze(1), 0.0)
-    copy = copy / copy.sum(dim=2, keepdim=True)
+    if copy_eos or eos_attention == "renormalise":
+        copy = copy / copy.sum(dim=2, keepdim=True)
+    else:
+        p_gen = p_gen + (1 - p_gen) * (attn - copy).sum(dim=2, keepdim=True)  # p_gen + (1 - p_gen) a_</s>
+    probs[..., :NUM_REGULAR] = p_gen * torch.softmax(logits, dim=-1)
+    copy_share = 1 - torch.sigmoid(switch_logit)  # B x T x 1
     for b in range(src.size(0)):
         for i, token in enumerate(src[b].tolist()):
-            probs[b, :, token] += (1 - p_gen[b, :, 0]) * copy[b, :, i]
+            probs[b, :, token] += copy_share[b, :, 0] * copy[b, :, i]
     return torch.log(probs)
 
 
 # ---------------------------------------------------------------------------------------------- eq 9, log space
-@pytest.mark.parametrize("uncopyable", [EOS, None])
-def test_log_space_eq_9_equals_the_direct_float64_computation(uncopyable):
+@pytest.mark.parametrize("uncopyable, eos_attention", [(EOS, "generate"), (EOS, "renormalise"), (None, "generate")])
+def test_log_space_eq_9_equals_the_direct_float64_computation(uncopyable, eos_attention):
     logits, attn, switch_logit, src = mixture_inputs(seed=1)
-    mixture = CopyMixture(NUM_REGULAR, EXT_SIZE, uncopyable=uncopyable)
+    mixture = CopyMixture(NUM_REGULAR, EXT_SIZE, uncopyable=uncopyable, eos_attention=eos_attention)
     log_probs = mixture.log_full(logits, attn, switch_logit, src)  # B x T x V_ext
-    expected = direct_log_probs(logits, attn, switch_logit, src, copy_eos=uncopyable is None)
+    expected = direct_log_probs(logits, attn, switch_logit, src, uncopyable is None, eos_attention)
     finite = torch.isfinite(expected)
     assert (~finite).any() and (expected[finite] < -20).any()  # exact zeros and tiny values are both tested
     torch.testing.assert_close(log_probs[finite].double(), expected[finite], rtol=1e-5, atol=1e-5)
@@ -67,15 +72,17 @@ def test_log_space_eq_9_equals_the_direct_float64_computation(uncopyable):
     assert (floored[~finite] == math.log(LOG_FLOOR)).all()
 
 
-def test_log_space_gradients_equal_the_direct_formula_with_repeated_source_words():
+@pytest.mark.parametrize("eos_attention", ["generate", "renormalise"])
+def test_log_space_gradients_equal_the_direct_formula_with_repeated_source_words(eos_attention):
     """Each distinct source word's copy mass is combined once: d log P / d inputs are autograd's of the direct
     float64 formula, also for words at several source positions."""
     inputs = [t.double().requires_grad_() for t in mixture_inputs(seed=2)[:3]]
     src = mixture_inputs(seed=2)[3]
     chosen = torch.tensor([5, 9, 4, 7, EOS, 0])  # words whose log P we differentiate (all finite)
-    got = CopyMixture(NUM_REGULAR, EXT_SIZE, uncopyable=EOS).log_full(*inputs, src)[..., chosen]
+    mixture = CopyMixture(NUM_REGULAR, EXT_SIZE, uncopyable=EOS, eos_attention=eos_attention)
+    got = mixture.log_full(*inputs, src)[..., chosen]
     got_grads = torch.autograd.grad(got.sum(), inputs)
-    want = direct_log_probs(*inputs, src, copy_eos=False)[..., chosen]
+    want = direct_log_probs(*inputs, src, False, eos_attention)[..., chosen]
     want_grads = torch.autograd.grad(want[torch.isfinite(want)].sum(), inputs)
     torch.testing.assert_close(got[torch.isfinite(want)], want[torch.isfinite(want)])
     for got_grad, want_grad in zip(got_grads, want_grads):
@@ -93,13 +100,14 @@ def test_a_word_with_probability_1e_minus_20_still_gets_a_gradient():
     output = ExtendedVocabularyOutput(NUM_REGULAR, EXT_SIZE, unk_idx=3, copy=True, eos=EOS)
     word = torch.tensor([[3]])
     log_prob = output.target_log_probs((logits, extra), word)  # what a criterion takes the log-loss of
-    assert math.isclose(log_prob.item(), math.log(0.5) - 46.0, rel_tol=1e-5)  # p_gen = 0.5, not in the source
+    # p_gen = 0.5, plus (1 - p_gen) times the attention on </s>: 0.6; word 3 is not in the source
+    assert math.isclose(log_prob.item(), math.log(0.6) - 46.0, rel_tol=1e-5)
     (grad,) = torch.autograd.grad(log_prob.sum(), logits)
     assert torch.isfinite(grad).all() and grad[0, 0, 3] > 0.99  # d log P(3) / d logit_3 = 1 - P_vocab(3)
     full = output.probs((logits, extra), log_probs=True)  # the path fairseq's own criterions take
     (grad,) = torch.autograd.grad(full[0, 0, 3], logits)
     assert torch.isfinite(grad).all() and grad[0, 0, 3] > 0.99
-    assert output.target_probs((logits, extra), word).item() == pytest.approx(0.5 * math.exp(-46.0), rel=1e-4)
+    assert output.target_probs((logits, extra), word).item() == pytest.approx(0.6 * math.exp(-46.0), rel=1e-4)
 
 
 @pytest.mark.parametrize("logit", [200.0, -200.0])
@@ -117,18 +125,75 @@ def test_saturated_switch_keeps_both_sides_finite(logit):
 
 
 # ---------------------------------------------------------------------------------------------- </s> not copyable
-def test_eos_gets_no_copy_mass_and_the_copy_side_is_renormalised(dictionary):
+@pytest.mark.parametrize("eos_attention", ["generate", "renormalise"])
+def test_eos_gets_no_copy_mass(dictionary, eos_attention):
+    """P(</s>) comes from P_vocab alone, weighted by p_gen plus, with the sentinel, (1 - p_gen) a_</s>."""
     torch.manual_seed(4)
-    model = tiny_model(dictionary).eval()
+    model = tiny_model(dictionary, eos_attention=eos_attention).eval()
     src, lengths, prev = tiny_batch(dictionary)
     logits, extra = model(src, lengths, prev)
     log_probs = model.get_normalized_probs((logits, extra), log_probs=True)  # B x T x V_ext
     eos = dictionary.eos()
     attn, src_right = extra["attn"][0], extra["src_tokens"]  # the attention itself still covers </s>
-    assert (attn[src_right.eq(eos).unsqueeze(1).expand_as(attn)] > 0).all()
-    generated_only = torch.nn.functional.logsigmoid(extra["p_gen_logit"][..., 0]) + logits.log_softmax(-1)[..., eos]
-    torch.testing.assert_close(log_probs[..., eos], generated_only)  # P(</s>) = p_gen P_vocab(</s>)
+    at_eos = src_right.eq(eos).unsqueeze(1).expand_as(attn)
+    assert (attn[at_eos] > 0).all()
+    p_gen = torch.sigmoid(extra["p_gen_logit"][..., 0])  # B x T
+    if eos_attention == "generate":
+        p_gen = p_gen + (1 - p_gen) * attn.masked_fill(~at_eos, 0.0).sum(-1)
+    torch.testing.assert_close(log_probs[..., eos], p_gen.log() + logits.log_softmax(-1)[..., eos])
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 4))
+
+
+def test_attention_held_on_eos_generates_instead_of_copying_its_remainder():
+    """An attention of 1 - 1e-6 on </s> and 1e-6 on one word: renormalised, that word gets the whole copy side,
+    (1 - p_gen); with the sentinel it gets (1 - p_gen) 1e-6 and the rest generates.  Moving attention from the
+    words to </s> changes nothing renormalised and lowers every copy with the sentinel."""
+    src = torch.tensor([[5, 6, EOS]])
+    attn = torch.tensor([[[1e-6, 0.0, 1 - 1e-6]]], dtype=torch.float64)
+    logits, logit = torch.zeros(1, 1, NUM_REGULAR, dtype=torch.float64), torch.zeros(1, 1, 1, dtype=torch.float64)
+    renormalised = CopyMixture(NUM_REGULAR, EXT_SIZE, EOS, "renormalise").log_full(logits, attn, logit, src).exp()
+    sentinel = CopyMixture(NUM_REGULAR, EXT_SIZE, EOS, "generate").log_full(logits, attn, logit, src).exp()
+    vocab = 1 / NUM_REGULAR  # P_vocab is uniform
+    assert renormalised[0, 0, 5].item() == pytest.approx(0.5 * vocab + 0.5)
+    assert sentinel[0, 0, 5].item() == pytest.approx(vocab * (1 - 0.5e-6) + 0.5e-6)
+    spread = torch.tensor([[[0.3, 0.2, 0.5]]], dtype=torch.float64)
+    held = torch.tensor([[[0.06, 0.04, 0.9]]], dtype=torch.float64)  # the same ratios, more on </s>
+    for mode, change in (("renormalise", 0.0), ("generate", -1.0)):
+        mixture = CopyMixture(NUM_REGULAR, EXT_SIZE, EOS, mode)
+        before, after = (mixture.log_full(logits, a, logit, src).exp()[0, 0, 5].item() for a in (spread, held))
+        assert math.copysign(1.0, after - before) == change if change else after == pytest.approx(before)
+
+
+def test_a_bad_eos_attention_is_refused():
+    with pytest.raises(ValueError, match="eos_attention must be one of"):
+        CopyMixture(NUM_REGULAR, EXT_SIZE, EOS, "sentinel")
+
+
+@pytest.mark.parametrize("arch", ["pgn_lstm", "global_gate_gru", "dca_lstm"])
+def test_fairseq_train_gets_the_sentinel_and_older_options_renormalise(arch):
+    """fairseq-train records --eos-attention generate; options saved before it existed (no such attribute)
+    build the renormalising model they were trained as; a value outside the choices is refused."""
+    import argparse
+
+    from fairseq import options
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    import fairseq_plugins
+
+    fairseq_plugins.register()
+
+    def parsed(*extra):
+        parser = options.get_training_parser()
+        return options.parse_args_and_arch(parser, ["DATA", "--user-dir", str(ROOT / "fairseq_plugins"), "--task",
+                                                    "summarization", "--arch", arch, *extra]).eos_attention
+
+    assert parsed() == "generate"
+    assert parsed("--eos-attention", "renormalise") == "renormalise"
+    with pytest.raises(SystemExit):
+        parsed("--eos-attention", "sentinel")
+    saved = argparse.Namespace()  # a checkpoint's options from before the option
+    ARCH_CONFIG_REGISTRY[arch](saved)
+    assert saved.eos_attention == "renormalise"
 
 
 def test_an_empty_source_generates_only(dictionary):

@@ -177,6 +177,24 @@ def test_several_copy_sources_mix_into_one_distribution():
     torch.testing.assert_close(mixture.mix_at(logits, *one, words), mixture.log_at(logits, *single, words).exp())
 
 
+@pytest.mark.parametrize("eos_attention", ["generate", "renormalise"])
+def test_one_copy_source_with_an_uncopyable_eos_is_eq_9(eos_attention):
+    """merge_copy_sources with one source of weight 1 and </s> (2) uncopyable gives CopyMixture's distribution
+    with the same eos_attention, also for a source of </s> alone (row 1: it generates only)."""
+    torch.manual_seed(5)
+    num_regular, ext_size = 6, 9
+    mixture = CopyMixture(num_regular, ext_size, uncopyable=2, eos_attention=eos_attention)
+    logits = torch.randn(2, 3, num_regular)
+    p_gen = torch.rand(2, 3, 1) * 0.8 + 0.1  # B x T x 1
+    src = torch.tensor([[7, 4, 7, 2], [2, 1, 1, 1]])  # B x S: a repeated marker; </s> alone
+    attn = torch.softmax(torch.randn(2, 3, 4).masked_fill(src.eq(1).unsqueeze(1), float("-inf")), -1)
+    merged = merge_copy_sources(torch.ones(2, 3, 1), p_gen, attn.unsqueeze(2), src.unsqueeze(1), uncopyable=2,
+                                eos_attention=eos_attention)
+    logit = torch.log(p_gen) - torch.log1p(-p_gen)  # p_gen = sigmoid(logit)
+    torch.testing.assert_close(mixture.mix(logits, *merged), mixture.log_full(logits, attn, logit, src).exp())
+    torch.testing.assert_close(mixture.mix(logits, *merged)[1, :, :num_regular], logits[1].softmax(-1))
+
+
 def test_extended_output_reads_copy_weights_when_given(dictionary):
     """A decoder mixing several copy sources puts ``copy_weights`` in its extra output; probs and target_probs
     then use ``CopyMixture.mix``."""
