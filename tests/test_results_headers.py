@@ -129,3 +129,31 @@ def test_short_targets_report_opens_with_its_command_and_flags_rows_below_lead(m
     assert "| | LEAD-1 | | 25.00 |" in text and "**Below LEAD-1 on ROUGE-1**: seed 1 before old" in text
     assert "seed 1 after" not in text.split("**Below LEAD-1")[1].split("\n")[0]  # 30 > 25: not flagged
     assert "inconclusive (one seed: +1.00 [+0.50, +1.50])" in text and "| generate.sh --split test | 0 |" in text
+
+
+def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch):
+    import eos_attention
+
+    def row(doubled):
+        stutter = {"unk": 0, "doubled_first": 100.0 * sum(doubled) / len(doubled), "with_immediate_repeat": 50.0,
+                   "with_repeat": 0.0, "tokens": 8.0}
+        return {"rouge": {"ROUGE-1": 20.0, "ROUGE-2": 10.0, "ROUGE-L": 18.0}, "stutter": stutter, "per_doc": "x",
+                "indicators": [[d, 1.0] for d in doubled]}
+
+    doubled = {"renormalise": [1.0, 1.0, 1.0, 1.0], "generate": [0.0, 0.0, 0.0, 0.0]}
+    rows = {f"{s}_{d}": row(doubled[s]) for s, d in eos_attention.ROWS}
+    steps = {s: {"eos_step_1": 0.9, "overlap": 0.1, "p_gen_2": 0.3, "summaries": 4} for s in eos_attention.SETTINGS}
+    results = {seed: {"rows": rows, "first_steps": steps, "trained_at": {"renormalise": "abc", "generate": "abc"}}
+               for seed in (1, 2)}
+    results["references"] = row([0.0])["stutter"]
+    monkeypatch.setattr(eos_attention, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
+    monkeypatch.setattr(sys, "argv", ["eos_attention.py", "--seeds", "1", "2"])
+    lines = eos_attention.report(argparse.Namespace(epochs=2), results, 0.0).splitlines()
+    assert_made(lines[2:], "python scripts/experiments/eos_attention.py --seeds 1 2")
+    text = "\n".join(lines)
+    assert "| 1 | renormalise | old | 20.00 | 10.00 | 18.00 | 0 | 100.0 | 50.0 | 0.0 | 8.0 |" in text
+    doubled_row = next(line for line in lines if line.startswith("| old | first token doubled"))
+    assert "B < A in every seed (2): -100.00 [-100.00, -100.00]" in doubled_row  # every summary, both seeds
+    immediate = next(line for line in lines if line.startswith("| new | summary with an immediate repeat"))
+    assert "+0.00" in immediate and "inconclusive" in immediate  # the same indicators: no difference
+    assert "| 2 | generate | 0.90 | 0.10 | 0.30 |" in text

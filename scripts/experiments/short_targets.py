@@ -11,10 +11,11 @@ The corpora:
           500 held out, prepared with the default config's settings in jieba words (ZH_WORDS below): a tenth of
           the summaries' words are neither in the 10,000-word vocabulary nor in their post.
 For each seed:
-  before  ./train.sh DATA MODEL --max-update 600 (the default budget before it followed the corpus), decoded as the
-          defaults were then: --allow-unk --block-ngram-repeat 0;
-  after   the same folder resumed by ./train.sh DATA MODEL with nothing else (scitldr_small's 10 epochs), decoded
-          with the defaults (no <unk>, no repeated trigram).
+  before  ./train.sh DATA MODEL --max-update 600 --eos-attention renormalise (the default budget before it followed
+          the corpus, and the copy side of before the pointer sentinel), decoded as the defaults were then:
+          --allow-unk --block-ngram-repeat 0;
+  after   ./train.sh DATA MODEL with nothing else (scitldr_small's 10 epochs, the sentinel), decoded with the
+          defaults (no <unk>, no repeated trigram).
 Controls: each model with the other decoding, the before model with --min-len 1 (is the config's --min-len 5
 behind the stutter?), the references' own repetition figures and LEAD-k.  Every decode is ./generate.sh --split
 test --no-detok (checkpoint_best.pt); ROUGE is official ROUGE-1.5.5 (summ-rouge), the paired interval a 95 %
@@ -40,8 +41,7 @@ from typing import Dict, List, Sequence
 from corpora import cnndm_lead_headline_raw, lcsts_raw
 from lib import (ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines, shown_intervals,
                  verdict, write_lines)
-from records import (RECORD, STARTED, made_header, mark_started, read_record, reuse_verdict, train_or_reuse,
-                     training_record)
+from records import made_header, read_record, train_or_reuse, training_record
 
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import summary_stats  # noqa: E402
@@ -63,8 +63,8 @@ CORPORA = {
 OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
 DECODINGS = {"old": OLD_DECODING, "new": [], "old_min1": OLD_DECODING + ["--min-len", "1"]}
 ROWS = [("before", "old"), ("before", "new"), ("before", "old_min1"), ("after", "old"), ("after", "new")]
-PAIRS = [(("before", "old"), ("after", "new"), "before -> after (budget and decoding)"),
-         (("before", "new"), ("after", "new"), "600 updates -> 10 epochs, both decoded with the defaults"),
+PAIRS = [(("before", "old"), ("after", "new"), "before -> after (training and decoding)"),
+         (("before", "new"), ("after", "new"), "before -> after training, both decoded with the defaults"),
          (("after", "old"), ("after", "new"), "old -> new decoding, 10-epoch model"),
          (("before", "old"), ("before", "new"), "old -> new decoding, 600-update model")]
 # what the report is made of, without checkpoints or data: docs/results/NAME/run.tar.xz
@@ -126,22 +126,16 @@ def seed_options(seed: int) -> List[str]:
 
 def trained(exp: Experiment, config: str, data: Path, seed: int, before_updates: int, stale: bool = False
             ) -> Dict[str, Path]:
-    """The before model, and the after model: a copy of it that train.sh resumes with the config's budget."""
+    """The before model (the old budget and copy side) and the after model (./train.sh with nothing else)."""
     user, root = as_a_user(exp), exp.work / f"seed{seed}"
-    before, after = root / "before", root / "after"
-    before_options = ["--max-update", str(before_updates), *seed_options(seed)]
-    before_record = training_record(config, before_options, data)
-    train_or_reuse(user, f"seed {seed} before", before, f"train_{seed}_before.terminal", before_record,
-                   [ROOT / "train.sh", data, before, *before_options], reuse_stale=stale)
-    after_record = training_record(config, seed_options(seed), data, parent=read_record(before))  # as trained
-    log_name = f"train_{seed}_after.terminal"
-    if not (after / STARTED).is_file() and reuse_verdict(user, after, log_name, after_record, stale)[0] is not None:
-        shutil.rmtree(after, ignore_errors=True)
-        shutil.copytree(before, after, ignore=shutil.ignore_patterns("train_seconds", RECORD))
-        mark_started(after, after_record, 0.0)  # train_or_reuse resumes it from the copied checkpoint_last.pt
-    train_or_reuse(user, f"seed {seed} after", after, log_name, after_record,
-                   [ROOT / "train.sh", data, after, *seed_options(seed)], reuse_stale=stale)
-    return {"before": before, "after": after}
+    models = {"before": root / "before", "after": root / "after"}
+    options = {"before": ["--max-update", str(before_updates), "--eos-attention", "renormalise", *seed_options(seed)],
+               "after": seed_options(seed)}
+    for name, model in models.items():
+        train_or_reuse(user, f"seed {seed} {name}", model, f"train_{seed}_{name}.terminal",
+                       training_record(config, options[name], data), [ROOT / "train.sh", data, model, *options[name]],
+                       reuse_stale=stale)
+    return models
 
 
 def decoded(exp: Experiment, data: Path, model: Path, name: str, decoding: str) -> Path:
@@ -305,10 +299,11 @@ def report(args, results: Dict, started: float) -> str:
     trained_at = ", ".join(f"seed {seed}: before {results[seed]['trained_at']['before']}, after "
                            f"{results[seed]['trained_at']['after']}" for seed in seeds)
     lines += ["", f"Trained at commits {trained_at}.", "",
-              f"{CORPORA[args.corpus][0]}, `./train.sh DATA MODEL`.  *before*: `--max-update 600`, decoded "
-              "`--allow-unk --block-ngram-repeat 0` (the defaults until then); *after*: the same run resumed by "
-              "`./train.sh` with nothing else (10 epochs), decoded with the defaults.  ROUGE: official ROUGE-1.5.5 "
-              "F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
+              f"{CORPORA[args.corpus][0]}, `./train.sh DATA MODEL`.  *before*: `--max-update 600 --eos-attention "
+              "renormalise`, decoded `--allow-unk --block-ngram-repeat 0` (the defaults until then); *after*: "
+              "`./train.sh DATA MODEL` with nothing else (10 epochs, the pointer sentinel), decoded with the defaults."
+              "  ROUGE: official ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).",
+              ""]
     header = "| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |"
     lines += [header, "|" + "---|" * (6 + len(STUTTER))]
     for seed in seeds:
@@ -345,7 +340,7 @@ def report(args, results: Dict, started: float) -> str:
         lines += [f"| {path} | {count} |" for path, count in first["unk_paths"].items()]
     terminal = Path(args.work) / "logs" / f"train_{seeds[0]}_after.terminal" if getattr(args, "work", None) else None
     if terminal is not None and terminal.is_file():
-        lines += ["", f"## The terminal of `./train.sh DATA MODEL` (seed {seeds[0]}, after: it resumes the before run)",
+        lines += ["", f"## The terminal of `./train.sh DATA MODEL` (seed {seeds[0]}, after)",
                   ""] + ["    " + line for line in read_lines(terminal) if line.strip()]
     lines += ["", "## The second output token, teacher-forced (beam 5 summaries of the test documents)", "",
               "overlap: the share of step 2's attention that step 1's attention already held, "
