@@ -1,6 +1,6 @@
 """The attention on the source's </s>: renormalised away from the copy side, or given to generation (a sentinel).
 
-    python scripts/experiments/eos_attention.py [--work runs/eos_attention] [--seeds 1 2] [--epochs 2]
+    python scripts/experiments/eos_attention.py [--work runs/eos_attention] [--seeds 1 2] [--max-update 600]
         [--out docs/results/eos_attention.md] [--reuse-stale]
 
 fairseq appends </s> to every source.  The pointer-generator attends to it but never copies it; where its attention
@@ -12,7 +12,8 @@ goes is ``--eos-attention`` (modules/copy_mixture.py):
                copied only from the attention on it, which coverage then records.
 The corpus is short_targets.py's LCSTS in jieba words (its data folder, runs/short_targets_lcsts/data, is made or
 reused), where an undertrained model doubles its first word.  For each seed, both settings are trained by
-./train.sh DATA MODEL --max-epoch EPOCHS --eos-attention SETTING with everything else the default config's, and
+./train.sh DATA MODEL --max-update UPDATES --eos-attention SETTING with everything else the default config's (at
+600 updates the renormalised model is short_targets.py's *before* model, which is reused from its folder), and
 decoded by ./generate.sh --split test --no-detok with the defaults ("new") and with the decoding of before
 (--allow-unk --block-ngram-repeat 0, "old").  ROUGE is official ROUGE-1.5.5, the paired intervals 95 % bootstraps
 over the test documents per seed (ROUGE and the per-summary stutter indicators), the verdicts the project's rule.
@@ -31,8 +32,8 @@ import numpy as np
 
 from lib import ROOT, Experiment, official_rouge, pack, paired_intervals, read_lines, shown_intervals, verdict
 from records import made_header, read_record, train_or_reuse, training_record
-from short_targets import (CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user, config_of, exp_raw, model_tokens,
-                           prepared, reference_figures, seed_options, stutter_figures)
+from short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user, config_of, exp_raw,
+                           model_tokens, prepared, reference_figures, seed_options, stutter_figures)
 
 sys.path.insert(0, str(ROOT))
 from fairseq_plugins.scoring import summary_stats  # noqa: E402
@@ -50,27 +51,29 @@ def parse_args():
     parser.add_argument("--data-work", type=Path, default=ROOT / "runs" / "short_targets_lcsts",
                         help="short_targets.py --corpus lcsts's work folder, whose data/ is made or reused")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--max-update", type=int, default=600, help="the training budget (short_targets.py's "
+                        "before budget by default)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "eos_attention.md")
     parser.add_argument("--reuse-stale", action="store_true",
                         help="reuse finished trainings made by older code (the report names their commit)")
     return parser.parse_args()
 
 
-def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, epochs: int, stale: bool) -> Path:
-    model = exp.work / f"seed{seed}" / setting
-    options = ["--max-epoch", str(epochs), "--eos-attention", setting, *seed_options(seed)]
+def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, updates: int, stale: bool,
+            before: Path) -> Path:
+    """WORK/seedS/SETTING, or ``before`` (short_targets.py's before model) where it is the same training."""
+    options = ["--max-update", str(updates), "--eos-attention", setting, *seed_options(seed)]
+    model = before if setting == "renormalise" and updates == BEFORE_UPDATES else exp.work / f"seed{seed}" / setting
     train_or_reuse(as_a_user(exp), f"seed {seed} {setting}", model, f"train_{seed}_{setting}.terminal",
                    training_record(config, options, data), [ROOT / "train.sh", data, model, *options],
                    reuse_stale=stale)
     return model
 
 
-def decoded(exp: Experiment, data: Path, model: Path, decoding: str) -> Path:
-    summaries = model.parent / f"{model.name}_{decoding}.sum"
+def decoded(exp: Experiment, model: Path, data: Path, summaries: Path, decoding: str) -> Path:
     if not summaries.is_file() or summaries.stat().st_mtime < (model / "checkpoint_best.pt").stat().st_mtime:
         exp.run(["./generate.sh", "--split", "test", "--no-detok", "--output", summaries, data, model,
-                 *DECODINGS[decoding]], f"generate_{model.parent.name}_{model.name}_{decoding}.log")
+                 *DECODINGS[decoding]], f"generate_{summaries.parent.name}_{summaries.stem}.log")
     return summaries
 
 
@@ -110,15 +113,17 @@ def first_steps(model: Path, data: Path) -> Dict[str, float]:
             "summaries": len(eos)}
 
 
-def seed_results(exp: Experiment, data: Path, seed: int, epochs: int, stale: bool) -> Dict:
+def seed_results(exp: Experiment, data_exp: Experiment, data: Path, seed: int, updates: int, stale: bool) -> Dict:
     """One seed's rows and first-step figures, kept in WORK/seedS/results.json while newer than its models."""
-    config = config_of(exp, "lcsts")
-    models = {setting: trained(exp, config, data, seed, setting, epochs, stale) for setting in SETTINGS}
+    config = config_of(data_exp, "lcsts")  # short_targets.py's config file, so that its trainings are the same
+    before = data_exp.work / f"seed{seed}" / "before"
+    models = {setting: trained(exp, config, data, seed, setting, updates, stale, before) for setting in SETTINGS}
     kept = exp.work / f"seed{seed}" / "results.json"
     newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
     if kept.is_file() and kept.stat().st_mtime > newest:
         return json.loads(kept.read_text(encoding="utf-8"))
-    rows = {f"{s}_{d}": figures(exp, data, decoded(exp, data, models[s], d), f"{seed}_{s}_{d}") for s, d in ROWS}
+    rows = {f"{s}_{d}": figures(exp, data, decoded(exp, models[s], data, exp.work / f"seed{seed}" / f"{s}_{d}.sum", d),
+                                f"{seed}_{s}_{d}") for s, d in ROWS}
     results = {"rows": rows, "first_steps": {s: first_steps(models[s], data) for s in SETTINGS},
                "trained_at": {s: read_record(models[s])["code"]["commit"] for s in SETTINGS}}
     kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -139,7 +144,8 @@ def report(args, results: Dict, started: float) -> str:
     trained_at = "; ".join(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in results[s]["trained_at"].items())
                            for s in seeds)
     lines += ["", f"Trained at commits {trained_at}.", "",
-              f"{CORPORA['lcsts'][0]}; `./train.sh DATA MODEL --max-epoch {args.epochs} --eos-attention SETTING`.  "
+              f"{CORPORA['lcsts'][0]}; `./train.sh DATA MODEL --max-update {args.max_update} --eos-attention "
+              "SETTING`.  "
               "*old*: decoded `--allow-unk --block-ngram-repeat 0`; *new*: decoded with the defaults.  ROUGE: official "
               "ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`, characters as ids).", ""]
     lines += ["| seed | --eos-attention | decoding | R-1 | R-2 | R-L | " + " | ".join(n for _, n in STUTTER) + " |",
@@ -179,11 +185,11 @@ def report(args, results: Dict, started: float) -> str:
 def main():
     args = parse_args()
     started = time.time()
-    exp = Experiment("eos_attention", args.work)
-    data = prepared(Experiment("short_targets", args.data_work), "lcsts")
+    exp, data_exp = Experiment("eos_attention", args.work), Experiment("short_targets", args.data_work)
+    data = prepared(data_exp, "lcsts")
     results = {"references": reference_figures(data)}
     for seed in args.seeds:
-        results[seed] = seed_results(exp, data, seed, args.epochs, args.reuse_stale)
+        results[seed] = seed_results(exp, data_exp, data, seed, args.max_update, args.reuse_stale)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report(args, results, started), encoding="utf-8")
         exp.log(f"seed {seed} done: {args.out}")

@@ -60,6 +60,7 @@ CORPORA = {
               "`./preprocess.sh -c zh_words.conf` (the default config with `--lang zh --unit jieba`)",
               lcsts_raw, ZH_WORDS, "zh", 20),
 }
+BEFORE_UPDATES = 600  # the default budget before it followed the corpus
 OLD_DECODING = ["--allow-unk", "--block-ngram-repeat", "0"]
 DECODINGS = {"old": OLD_DECODING, "new": [], "old_min1": OLD_DECODING + ["--min-len", "1"]}
 ROWS = [("before", "old"), ("before", "new"), ("before", "old_min1"), ("after", "old"), ("after", "new")]
@@ -80,7 +81,7 @@ def parse_args():
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="cnndm")
     parser.add_argument("--work", type=Path, help="default: runs/short_targets (cnndm), runs/short_targets_lcsts")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--before-updates", type=int, default=600)
+    parser.add_argument("--before-updates", type=int, default=BEFORE_UPDATES)
     parser.add_argument("--out", type=Path, help="default: docs/results/short_targets.md (cnndm), "
                         "docs/results/short_targets_lcsts.md")
     parser.add_argument("--reuse-stale", action="store_true",
