@@ -48,21 +48,26 @@ def test_markers_only_reachable_by_copying(dictionary):
     assert (probs[:, :, m1] == 0).all()  # <oov-1> is in neither
 
 
-def test_copy_mass_follows_the_formula(dictionary):
+@pytest.mark.parametrize("eos_attention", ["generate", "renormalise"])
+def test_copy_mass_follows_the_formula(dictionary, eos_attention):
     """Eq 9 by hand: P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i, the copy side over the source
-    without its </s> (the attention renormalised over the other positions)."""
+    without its </s>: its attention joins p_gen's share (the sentinel) or the attention is renormalised over the
+    other positions."""
     torch.manual_seed(1)
-    model = tiny_model(dictionary).eval()
+    model = tiny_model(dictionary, eos_attention=eos_attention).eval()
     src, lengths, prev = batch(dictionary)
     logits, extra = model(src, lengths, prev)
     probs = model.get_normalized_probs((logits, extra), log_probs=False)
-    p_gen, attn, src_right = extra["p_gen"], extra["attn"][0], extra["src_tokens"]
+    p_gen, attn, src_right = extra["p_gen"][0, :, 0], extra["attn"][0], extra["src_tokens"]
     p_vocab = torch.softmax(logits, -1)
     word = 4  # "a", in the first source at position 0 only
-    copyable = attn[0].sum(-1) - attn[0, :, 4]  # T: all but </s> (position 4)
-    expected = p_gen[0, :, 0] * p_vocab[0, :, word] + (1 - p_gen[0, :, 0]) * attn[0, :, 0] / copyable
     assert src_right[0, 0] == word and src_right[0, 4] == dictionary.eos()
-    torch.testing.assert_close(probs[0, :, word], expected)
+    if eos_attention == "generate":
+        generate, copied = p_gen + (1 - p_gen) * attn[0, :, 4], (1 - p_gen) * attn[0, :, 0]  # a_</s> at position 4
+    else:
+        copyable = attn[0].sum(-1) - attn[0, :, 4]  # T: all but </s> (position 4)
+        generate, copied = p_gen, (1 - p_gen) * attn[0, :, 0] / copyable
+    torch.testing.assert_close(probs[0, :, word], generate * p_vocab[0, :, word] + copied)
 
 
 def test_target_probs_match_full_distribution(dictionary):
