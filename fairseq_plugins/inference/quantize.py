@@ -35,9 +35,11 @@ CHOICES = ("int8",)
 # Per decoder class: the submodules (names relative to the decoder) to quantize, when present.  A ModuleList
 # (pgn_lstm's stacked LSTM cells) stands for its members.
 PLANS: Dict[str, Sequence[str]] = {
-    # pgn_lstm: LSTM cells (See / Luong readouts, input feeding) or one nn.LSTM (Paulus preset); See's V
-    # (See eq 4) or Luong's W_c (Shi eq 3); the output layer V' / W_vocab / W_out when it is not tied
-    "PGNDecoder": ("layers", "lstm", "readout.pre_output", "readout.attentional", "output_projection"),
+    # pgn_lstm's decoders: LSTM cells (FedDecoder: See / Luong readouts, input feeding) or one nn.LSTM
+    # (UnfedDecoder: the Paulus preset); See's V (See eq 4) or Luong's W_c (Shi eq 3); the output layer V' /
+    # W_vocab / W_out when it is not tied
+    "FedDecoder": ("layers", "readout.pre_output", "readout.attentional", "output_projection"),
+    "UnfedDecoder": ("lstm", "output_projection"),
     # global_gate_gru: the GRU cell (Song eq 11), the readout W_r (Song eq 19) and W_o (Song eq 17)
     "GlobalGateDecoder": ("cell", "readout", "output_projection"),
     # dca_lstm: the decoder LSTM, V (~Celikyilmaz eqs 12-13) and V'

@@ -58,6 +58,7 @@ words + per-document OOV markers, see fairseq_plugins/text/markers.py).  Marker 
 """
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Dict
 
 import torch
@@ -87,7 +88,7 @@ from fairseq_plugins.modules.factories import (
     rnn_precision,
 )
 from fairseq_plugins.modules.intra_decoder_attention import IntraDecoderAttention
-from fairseq_plugins.modules.readouts import SeeReadout, build_readout
+from fairseq_plugins.modules.readouts import SeeReadout, build_readout, readout_feeds_back
 from fairseq_plugins.modules.shared_projection import SharedOutputProjection
 from fairseq_plugins.modules.step_state import StepStateDecoder, attention_memory, stack_steps
 from fairseq_plugins.modules.temporal_attention import IntraTemporalAttention
@@ -176,63 +177,87 @@ class PGNEncoder(FairseqEncoder):
         return self.max_source_positions
 
 
+@dataclass(frozen=True)
+class AttentionOptions:
+    """How a ``PGNDecoder`` attends.
+
+    Args:
+        attention_dim: size inside the additive attention's tanh.
+        coverage: accumulate the coverage c^t (See eq 10) and expose it for the coverage loss.
+        coverage_attention: with coverage, attend with it (See eq 11); without, See eq 1.
+        intra_temporal: Paulus et al.'s intra-temporal attention (Paulus eqs 1-5) instead of the additive one.
+        intra_decoder: Paulus et al.'s intra-decoder attention (Paulus eqs 6-8); its context c^d_t follows the
+            encoder context wherever the readout reads one.
+    """
+
+    attention_dim: int = 512
+    coverage: bool = True
+    coverage_attention: bool = True
+    intra_temporal: bool = False
+    intra_decoder: bool = False
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """What a ``PGNDecoder`` makes of its steps.
+
+    Args:
+        readout: "see" (See eqs 4, 8), "luong" (Shi eqs 3, 7, 9) or "paulus" (Paulus eqs 9, 11):
+            modules/readouts.py.
+        out_embed_dim: size of V's output in See eq 4 (See readout).
+        copy: produce See eq 9 (pointer-generator) instead of See eq 5.
+        eos_attention: where the copy side puts the attention on the source's ``</s>`` (modules/copy_mixture.py).
+        share_input_output_embed: V' of See eq 4 is the (regular part of the) embedding matrix.
+        shared_output_projection: the output matrix is tanh(W_emb W_proj) (Paulus eq 13).
+    """
+
+    readout: str = "see"
+    out_embed_dim: int = 256
+    copy: bool = True
+    eos_attention: str = "generate"
+    share_input_output_embed: bool = False
+    shared_output_projection: bool = False
+
+
 class PGNDecoder(StepStateDecoder):
-    """LSTM decoder with an attention over the source (See et al.'s additive one, with or without coverage, or
-    Paulus et al.'s intra-temporal one), optionally Paulus et al.'s intra-decoder attention, and a copy switch.
+    """What pgn_lstm's decoders share: an LSTM decoder with an attention over the source (See et al.'s additive
+    one, with or without coverage, or Paulus et al.'s intra-temporal one), optionally Paulus et al.'s intra-decoder
+    attention, a readout and a copy switch.  The recurrence is a subclass's, chosen by the readout
+    (``build_decoder``): ``FedDecoder`` when the readout feeds a vector back into the next input (See, Luong),
+    ``UnfedDecoder`` when it does not (Paulus).
 
     Returns the P_vocab logits B x T x V_reg and ``extra``: attn [B x T x S] (a^t), src_tokens B x S (right-padded),
     decoder_states B x T x H (s_t of the top LSTM layer), coverage B x T x S (c^t before step t; with coverage)
     and p_gen, p_gen_logit B x T x 1 (with copy).  ``extended_output`` turns them into P(w) (See eq 9 or See eq 5).
-
-    Two ways to run the steps, with the same results:
-      * a loop over the steps with LSTM cells, when the readout feeds something back (See, Luong): the next
-        input depends on this step's attention;
-      * without input feeding (the Paulus readout), one ``nn.LSTM`` call over all steps, then the attentions:
-        in training the intra-temporal and intra-decoder attentions over all steps at once (their ``forward``),
-        the additive one step by step over the known states; in incremental decoding one step of each.
 
     Args:
         dictionary: target dictionary (extended vocabulary: regular words, then OOV markers).
         embed_tokens: target embeddings (may be shared with the encoder).
         encoder_output_units: size of an encoder state (2 x encoder hidden size).
         hidden_size: decoder LSTM size; num_layers: stacked LSTM layers (attention reads the top one).
-        out_embed_dim: size of V's output in See eq 4 (See readout).
-        attention_dim: size inside the additive attention's tanh.
-        readout: "see" (See eqs 4, 8), "luong" (Shi eqs 3, 7, 9) or "paulus" (Paulus eqs 9, 11):
-            modules/readouts.py.
+        attention: ``AttentionOptions``; output: ``OutputOptions``.
         embed_norm: normalize the embeddings before the LSTM (Shi eq 14).
-        copy: produce See eq 9 (pointer-generator) instead of See eq 5.
-        coverage: accumulate the coverage c^t (See eq 10) and expose it for the coverage loss.
-        coverage_attention: with coverage, attend with it (See eq 11); without, See eq 1.
-        intra_temporal: Paulus et al.'s intra-temporal attention (Paulus eqs 1-5) instead of the additive one.
-        intra_decoder: Paulus et al.'s intra-decoder attention (Paulus eqs 6-8); its context c^d_t follows the encoder
-            context wherever the readout reads one.
-        share_input_output_embed: V' of See eq 4 is the (regular part of the) embedding matrix.
-        shared_output_projection: the output matrix is tanh(W_emb W_proj) (Paulus eq 13).
         own_prediction_prob: in training, the probability of reading the model's own previous prediction instead
             of the reference word (Paulus et al. section 6.1; 0 = teacher forcing).
         num_regular: size of the regular vocabulary (index of the first OOV marker).
-        fused_steps: run See et al.'s recurrence as one function (accelerated/fused_steps.py) where it applies.
-        cuda_graphs: on a GPU, replay that function's training passes as CUDA graphs (accelerated/step_graphs.py).
     """
 
+    FEEDS_BACK: bool  # whether the subclass's recurrence is for a readout that feeds back
+
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=256, num_layers=1,
-                 out_embed_dim=256, attention_dim=512, dropout_in=0.0, dropout_out=0.0, copy=True, coverage=True,
-                 coverage_attention=True, share_input_output_embed=False, num_regular=None, readout="see",
-                 embed_norm=False, intra_temporal=False, intra_decoder=False, shared_output_projection=False,
-                 own_prediction_prob=0.0, fused_steps=True, max_positions=DEFAULT_MAX_POSITIONS, cuda_graphs=False,
-                 eos_attention="generate"):
+                 attention=AttentionOptions(), output=OutputOptions(), dropout_in=0.0, dropout_out=0.0,
+                 embed_norm=False, num_regular=None, own_prediction_prob=0.0, max_positions=DEFAULT_MAX_POSITIONS):
         super().__init__(dictionary)
-        check_options(coverage and coverage_attention, intra_temporal, share_input_output_embed,
-                      shared_output_projection)
+        check_options(attention.coverage and attention.coverage_attention, attention.intra_temporal,
+                      output.share_input_output_embed, output.shared_output_projection)
         embed_dim = embed_tokens.embedding_dim
         self.init_target_side(embed_tokens, num_regular, dropout_in, dropout_out, max_positions)
         self.embed_norm = EmbeddingNorm(embed_dim, embed_norm)
         self.hidden_size = hidden_size
         self.num_layers = num_layers
-        self.copy = copy
-        self.coverage = coverage
-        self.coverage_attention = coverage and coverage_attention
+        self.copy = output.copy
+        self.coverage = attention.coverage
+        self.coverage_attention = attention.coverage and attention.coverage_attention
         if not 0.0 <= own_prediction_prob <= 1.0:
             raise ValueError(f"--own-prediction-prob must be in [0, 1], not {own_prediction_prob}")
         self.own_prediction_prob = own_prediction_prob
@@ -240,46 +265,41 @@ class PGNDecoder(StepStateDecoder):
         # Initial state from the encoder's final states (the reference code's "reduce states").
         self.reduce_hidden = Linear(encoder_output_units, hidden_size)
         self.reduce_cell = Linear(encoder_output_units, hidden_size)
-        context_size = encoder_output_units + (hidden_size if intra_decoder else 0)  # [c^e_t; c^d_t]
-        self.readout = build_readout(readout, hidden_size, context_size, embed_dim, out_embed_dim, copy)
+        context_size = encoder_output_units + (hidden_size if attention.intra_decoder else 0)  # [c^e_t; c^d_t]
+        self.readout = build_readout(output.readout, hidden_size, context_size, embed_dim, output.out_embed_dim,
+                                     output.copy)
         self.feeds_back = self.readout.feed_size > 0
-        if self.feeds_back:
-            # Input feeding: x_t = W_x [y_{t-1}; feed_{t-1}] + b_x, split so the embedding part runs outside the loop.
-            self.input_from_embed = Linear(embed_dim, embed_dim)
-            self.input_from_feed = Linear(self.readout.feed_size, embed_dim, bias=False)
-            self.layers = nn.ModuleList(
-                [LSTMCell(embed_dim if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
-            )
-        else:  # the input is the previous word's embedding alone: one LSTM call over all steps
-            self.lstm = LSTM(embed_dim, hidden_size, num_layers, dropout=dropout_out)
-        if intra_temporal:
+        if self.feeds_back != self.FEEDS_BACK:
+            raise ValueError(f"{type(self).__name__} does not run the {output.readout} readout (build_decoder)")
+        self.build_recurrence(embed_dim, dropout_out)
+        if attention.intra_temporal:
             self.attention = IntraTemporalAttention(encoder_output_units, hidden_size)  # W^e_attn   (Paulus eqs 1-5)
         else:
-            self.attention = CoverageAttention(encoder_output_units, hidden_size, attention_dim,
+            self.attention = CoverageAttention(encoder_output_units, hidden_size, attention.attention_dim,
                                                coverage=self.coverage_attention)
-        self.intra_temporal = intra_temporal
+        self.intra_temporal = attention.intra_temporal
         # W^d_attn (Paulus eqs 6-8)
-        self.intra_attention = IntraDecoderAttention(hidden_size) if intra_decoder else None
-        self.share_input_output_embed = share_input_output_embed
-        if share_input_output_embed:
-            if self.readout.out_dim != embed_dim:
+        self.intra_attention = IntraDecoderAttention(hidden_size) if attention.intra_decoder else None
+        self.share_input_output_embed = output.share_input_output_embed
+        self.build_output_layer(embed_tokens, output)
+        self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(),
+                                                        output.copy, eos=dictionary.eos(),
+                                                        eos_attention=output.eos_attention)
+
+    def build_recurrence(self, embed_dim: int, dropout_out: float) -> None:
+        """The subclass's LSTM modules."""
+        raise NotImplementedError
+
+    def build_output_layer(self, embed_tokens, output: OutputOptions) -> None:
+        """V' (See eq 4) / W_vocab (Shi eq 7), tanh(W_emb W_proj) (Paulus eq 13), or the embeddings themselves."""
+        if output.share_input_output_embed:
+            if self.readout.out_dim != embed_tokens.embedding_dim:
                 raise ValueError("--share-decoder-input-output-embed needs the readout size (See: "
                                  "--decoder-out-embed-dim, Luong: --decoder-hidden-size) equal to the embedding size")
-        elif shared_output_projection:  # W_out = tanh(W_emb W_proj)   (Paulus eq 13)
+        elif output.shared_output_projection:  # W_out = tanh(W_emb W_proj)   (Paulus eq 13)
             self.output_projection = SharedOutputProjection(embed_tokens, self.readout.out_dim, self.num_regular)
         else:
-            # V' (See eq 4) / W_vocab (Shi eq 7)
             self.output_projection = Linear(self.readout.out_dim, self.num_regular)
-        self.extended_output = ExtendedVocabularyOutput(self.num_regular, len(dictionary), dictionary.unk(), copy,
-                                                        eos=dictionary.eos(), eos_attention=eos_attention)
-        # See et al.'s recurrence (See readout, one layer, additive attention) as one autograd function
-        self.fused = (fused_steps and self.feeds_back and isinstance(self.readout, SeeReadout) and num_layers == 1
-                      and not intra_temporal and not intra_decoder)
-        if cuda_graphs and not self.fused:
-            raise ValueError("--cuda-graphs replays the fused recurrence, which this decoder does not run (it needs "
-                             "See et al.'s readout, one decoder layer, the additive attention and no "
-                             "--no-fused-steps)")
-        self.step_graphs = GraphCache() if cuda_graphs else None  # not a module: no weights, nothing saved
 
     # ------------------------------------------------------------------ recurrent part
     state_batch_dims = {"hidden": 1, "cell": 1}  # L x B x H; every other entry of the state is batch-first
@@ -313,111 +333,14 @@ class PGNDecoder(StepStateDecoder):
         prev_output_tokens = self.new_tokens(prev_output_tokens, incremental_state)  # B x T (B x 1 incrementally)
         values, padding_mask = attention_memory(encoder_out)  # B x S x C, B x S (True at padding)
         embedded = self.embed_norm(self.embed_tokens(self.as_unk(prev_output_tokens)))  # B x T x E
-        if self.fused and self.float_step_modules():
-            steps, state = self.run_fused_steps(embedded, state, values, padding_mask)
-        elif self.feeds_back:
-            steps, state = self.run_steps(embedded, state, values, padding_mask)
-        else:
-            steps, state = self.run_all_steps(embedded, state, values, padding_mask, incremental_state is None)
+        steps, state = self.run(embedded, state, values, padding_mask, incremental_state is None)
         self.save_state(incremental_state, state)
         return steps  # each B x T x D
 
-    def run_steps(self, embedded, state, values, padding_mask):
-        """The loop over the steps, with input feeding.  Returns the steps (each B x T x D) and the new state."""
-        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
-        hidden = list(state["hidden"].unbind(0))  # L x (B x H)
-        cell = list(state["cell"].unbind(0))
-        feed = state["feed"]
-        steps = {key: [] for key in ("states", "contexts", "feeds", "inputs", "attn", "coverage")}
-        for t in range(embedded.size(1)):
-            x = embedded_part[:, t] + self.input_from_feed(feed)  # B x E   (input feeding)
-            layer_input = x
-            for i, lstm in enumerate(self.layers):
-                hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
-                layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
-            coverage = state["coverage"]  # B x S   c^t, *before* step t (See eq 10)
-            attn, context, state = self.attend(hidden[-1], values, state, padding_mask)
-            if self.intra_attention is not None:
-                # B x H   c^d_t (Paulus eqs 6-8)
-                _, decoder_context, state = self.intra_attention.step(hidden[-1], state)
-                context = torch.cat([context, decoder_context], dim=1)  # B x C   [c^e_t; c^d_t]
-            feed = self.readout.feed(hidden[-1], context)  # B x F
-            for key, value in zip(steps, (hidden[-1], context, feed, x, attn, coverage)):
-                steps[key].append(value)
-        state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed)
-        return stack_steps(steps), state
-
-    def float_step_modules(self) -> bool:
-        """Whether the modules whose weights the fused recurrence reads are torch's float ones (an int8 model,
-        generate.sh --quantize int8, has quantized ones and runs module by module)."""
-        return (isinstance(self.layers[0], nn.LSTMCell) and isinstance(self.input_from_feed, nn.Linear)
-                and isinstance(self.attention.query_proj, nn.Linear) and isinstance(self.attention.v, nn.Linear))
-
-    def run_fused_steps(self, embedded, state, values, padding_mask):
-        """``run_steps`` for See et al.'s decoder (See readout, one layer, additive attention) through
-        accelerated/fused_steps.py: the same numbers in fewer operations per step."""
-        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
-        cell = self.layers[0]
-        one_step = embedded.size(1) == 1  # incremental decoding: x_1 is known before the loop
-        inputs = embedded_part + self.input_from_feed(state["feed"]).unsqueeze(1) if one_step else embedded_part
-        gates_x = F.linear(inputs, cell.weight_ih, cell.bias_ih + cell.bias_hh)  # B x T x 4H   (G, or z_1 - W_hh s_0)
-        weights = StepWeights(
-            feed=None if one_step else torch.mm(cell.weight_ih, self.input_from_feed.weight),  # 4H x F   W_ih W_x,h*
-            hidden=cell.weight_hh, query=self.attention.query_proj.weight, coverage=self.attention.coverage_weight,
-            v=self.attention.v.weight.view(-1),
-        )
-        start = [state["hidden"][0], state["cell"][0], state["feed"], state["coverage"]]
-        memory = Memory(state["keys"], values, padding_mask)
-        graphs = self.step_graphs is not None and self.step_graphs.takes(gates_x, weights)
-        states, contexts, attn, coverage, last_cell, last_coverage = (
-            graphed_steps(self.step_graphs, gates_x, weights, memory, start, accumulate=self.coverage) if graphs
-            else fused_steps(gates_x, weights, memory, start, accumulate=self.coverage))
-        if not one_step:
-            fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
-            inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, See eq 8)
-        last_state = states.transpose(0, 1) if one_step else states[:, -1:].transpose(0, 1)  # 1 x B x H
-        state = dict(state, hidden=last_state, cell=last_cell.unsqueeze(0),
-                     feed=contexts[:, -1], coverage=last_coverage)
-        steps = {"states": states, "contexts": contexts, "feeds": contexts, "inputs": inputs, "attn": attn,
-                 "coverage": coverage}
-        return steps, state
-
-    def run_all_steps(self, embedded, state, values, padding_mask, whole_sequence: bool):
-        """Without input feeding: the LSTM over all steps in one call, then the attentions (``whole_sequence``:
-        in training, the intra-temporal and intra-decoder attentions over all steps at once).  Returns the steps
-        (each B x T x D) and the new state."""
-        inputs = self.dropout_in(embedded)  # B x T x E   (x_t = the previous word's embedding)
-        with rnn_precision(inputs):
-            states, (hidden, cell) = self.lstm(inputs, (state["hidden"], state["cell"]))  # B x T x H; L x B x H
-        state = dict(state, hidden=hidden, cell=cell)
-        if whole_sequence and self.intra_temporal:
-            coverage = state["coverage"]  # B x S   c^1 (zeros)
-            attn, context, temporal_state = self.attention(states, state[TEMPORAL_KEYS], values, padding_mask)
-            state.update(temporal_state)  # L_T, step counts   (Paulus eqs 1-5 for all steps)
-            before = F.pad(attn.cumsum(dim=1)[:, :-1], (0, 0, 1, 0))  # B x T x S   sum_{t' < t} a^t'
-            steps = {"attn": attn, "contexts": context, "coverage": coverage.unsqueeze(1) + before}  # See eq 10
-            if self.coverage:
-                state["coverage"] = coverage + attn.sum(dim=1)  # B x S   c^{T+1}
-        else:  # step by step over the known states (additive attention; incremental decoding)
-            steps = {key: [] for key in ("attn", "contexts", "coverage")}
-            for t in range(states.size(1)):
-                steps["coverage"].append(state["coverage"])  # B x S   c^t, before step t (See eq 10)
-                attn, context, state = self.attend(states[:, t], values, state, padding_mask)
-                steps["attn"].append(attn)
-                steps["contexts"].append(context)
-            steps = stack_steps(steps)
-        if self.intra_attention is not None:
-            if whole_sequence:
-                _, decoder_context = self.intra_attention(states)  # B x T x H   c^d_t (Paulus eqs 6-8, causal)
-            else:
-                decoder_context = []
-                for t in range(states.size(1)):
-                    _, context, state = self.intra_attention.step(states[:, t], state)  # B x H
-                    decoder_context.append(context)
-                decoder_context = torch.stack(decoder_context, dim=1)  # B x T x H
-            steps["contexts"] = torch.cat([steps["contexts"], decoder_context], dim=2)  # [c^e_t; c^d_t]
-        feeds = states.new_zeros(*states.shape[:2], 0)  # B x T x 0: nothing is fed back
-        return dict(steps, states=states, feeds=feeds, inputs=inputs), state
+    def run(self, embedded, state, values, padding_mask, whole_sequence: bool):
+        """The subclass's recurrence over the steps of ``embedded`` (B x T x E; ``whole_sequence``: not
+        incremental).  Returns the steps (each B x T x D, as ``extract_features``) and the new state."""
+        raise NotImplementedError
 
     def attend(self, query, values, state, padding_mask):
         """One step of the attention over the source, for the decoder state ``query`` (B x H).  Returns the
@@ -480,6 +403,171 @@ class PGNDecoder(StepStateDecoder):
         if self.share_input_output_embed:
             return F.linear(features, self.embed_tokens.weight[: self.num_regular])
         return self.output_projection(features)
+
+
+class FedDecoder(PGNDecoder):
+    """A ``PGNDecoder`` whose readout feeds a vector back into the next input (See's h*_t, Luong's h~_t): the
+    next input depends on this step's attention, so the steps run in a loop with LSTM cells; with See et al.'s
+    decoder (See readout, one layer, additive attention), as one function through accelerated/fused_steps.py, the
+    same numbers in fewer operations.
+
+    Args (after ``PGNDecoder``'s):
+        fused_steps: run See et al.'s recurrence as that one function where it applies.
+        cuda_graphs: on a GPU, replay that function's training passes as CUDA graphs (accelerated/step_graphs.py).
+    """
+
+    FEEDS_BACK = True
+
+    def __init__(self, *args, fused_steps=True, cuda_graphs=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fused = (fused_steps and isinstance(self.readout, SeeReadout) and self.num_layers == 1
+                      and not self.intra_temporal and self.intra_attention is None)
+        if cuda_graphs and not self.fused:
+            raise ValueError(CUDA_GRAPHS_NEED)
+        self.step_graphs = GraphCache() if cuda_graphs else None  # not a module: no weights, nothing saved
+
+    def build_recurrence(self, embed_dim: int, dropout_out: float) -> None:
+        # Input feeding: x_t = W_x [y_{t-1}; feed_{t-1}] + b_x, split so the embedding part runs outside the loop.
+        self.input_from_embed = Linear(embed_dim, embed_dim)
+        self.input_from_feed = Linear(self.readout.feed_size, embed_dim, bias=False)
+        self.layers = nn.ModuleList(
+            [LSTMCell(embed_dim if i == 0 else self.hidden_size, self.hidden_size) for i in range(self.num_layers)]
+        )
+
+    def run(self, embedded, state, values, padding_mask, whole_sequence: bool):
+        if self.fused and self.float_step_modules():
+            return self.run_fused_steps(embedded, state, values, padding_mask)
+        return self.run_steps(embedded, state, values, padding_mask)
+
+    def run_steps(self, embedded, state, values, padding_mask):
+        """The loop over the steps, with input feeding.  Returns the steps (each B x T x D) and the new state."""
+        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
+        hidden = list(state["hidden"].unbind(0))  # L x (B x H)
+        cell = list(state["cell"].unbind(0))
+        feed = state["feed"]
+        steps = {key: [] for key in ("states", "contexts", "feeds", "inputs", "attn", "coverage")}
+        for t in range(embedded.size(1)):
+            x = embedded_part[:, t] + self.input_from_feed(feed)  # B x E   (input feeding)
+            layer_input = x
+            for i, lstm in enumerate(self.layers):
+                hidden[i], cell[i] = lstm(layer_input, (hidden[i], cell[i]))
+                layer_input = self.dropout_out(hidden[i]) if i + 1 < len(self.layers) else hidden[i]
+            coverage = state["coverage"]  # B x S   c^t, *before* step t (See eq 10)
+            attn, context, state = self.attend(hidden[-1], values, state, padding_mask)
+            if self.intra_attention is not None:
+                # B x H   c^d_t (Paulus eqs 6-8)
+                _, decoder_context, state = self.intra_attention.step(hidden[-1], state)
+                context = torch.cat([context, decoder_context], dim=1)  # B x C   [c^e_t; c^d_t]
+            feed = self.readout.feed(hidden[-1], context)  # B x F
+            for key, value in zip(steps, (hidden[-1], context, feed, x, attn, coverage)):
+                steps[key].append(value)
+        state = dict(state, hidden=torch.stack(hidden), cell=torch.stack(cell), feed=feed)
+        return stack_steps(steps), state
+
+    def float_step_modules(self) -> bool:
+        """Whether the modules whose weights the fused recurrence reads are torch's float ones (an int8 model,
+        generate.sh --quantize int8, has quantized ones and runs module by module)."""
+        return (isinstance(self.layers[0], nn.LSTMCell) and isinstance(self.input_from_feed, nn.Linear)
+                and isinstance(self.attention.query_proj, nn.Linear) and isinstance(self.attention.v, nn.Linear))
+
+    def run_fused_steps(self, embedded, state, values, padding_mask):
+        """``run_steps`` for See et al.'s decoder (See readout, one layer, additive attention) through
+        accelerated/fused_steps.py: the same numbers in fewer operations per step."""
+        embedded_part = self.input_from_embed(self.dropout_in(embedded))  # B x T x E
+        cell = self.layers[0]
+        one_step = embedded.size(1) == 1  # incremental decoding: x_1 is known before the loop
+        inputs = embedded_part + self.input_from_feed(state["feed"]).unsqueeze(1) if one_step else embedded_part
+        gates_x = F.linear(inputs, cell.weight_ih, cell.bias_ih + cell.bias_hh)  # B x T x 4H   (G, or z_1 - W_hh s_0)
+        weights = StepWeights(
+            feed=None if one_step else torch.mm(cell.weight_ih, self.input_from_feed.weight),  # 4H x F   W_ih W_x,h*
+            hidden=cell.weight_hh, query=self.attention.query_proj.weight, coverage=self.attention.coverage_weight,
+            v=self.attention.v.weight.view(-1),
+        )
+        start = [state["hidden"][0], state["cell"][0], state["feed"], state["coverage"]]
+        memory = Memory(state["keys"], values, padding_mask)
+        graphs = self.step_graphs is not None and self.step_graphs.takes(gates_x, weights)
+        states, contexts, attn, coverage, last_cell, last_coverage = (
+            graphed_steps(self.step_graphs, gates_x, weights, memory, start, accumulate=self.coverage) if graphs
+            else fused_steps(gates_x, weights, memory, start, accumulate=self.coverage))
+        if not one_step:
+            fed = torch.cat([state["feed"].unsqueeze(1).to(contexts.dtype), contexts[:, :-1]], dim=1)  # h*_{t-1}
+            inputs = embedded_part + self.input_from_feed(fed)  # B x T x E   x_t (the switch reads it, See eq 8)
+        last_state = states.transpose(0, 1) if one_step else states[:, -1:].transpose(0, 1)  # 1 x B x H
+        state = dict(state, hidden=last_state, cell=last_cell.unsqueeze(0),
+                     feed=contexts[:, -1], coverage=last_coverage)
+        steps = {"states": states, "contexts": contexts, "feeds": contexts, "inputs": inputs, "attn": attn,
+                 "coverage": coverage}
+        return steps, state
+
+
+class UnfedDecoder(PGNDecoder):
+    """A ``PGNDecoder`` whose readout feeds nothing back (Paulus): the input is the previous word's embedding
+    alone, so the LSTM runs over all steps in one call, then the attentions (in training the intra-temporal and
+    intra-decoder ones over all steps at once, their ``forward``; the additive one step by step over the known
+    states; in incremental decoding one step of each)."""
+
+    FEEDS_BACK = False
+    fused = False  # accelerated/fused_steps.py is See et al.'s (fed) recurrence
+    step_graphs = None
+
+    def build_recurrence(self, embed_dim: int, dropout_out: float) -> None:
+        self.lstm = LSTM(embed_dim, self.hidden_size, self.num_layers, dropout=dropout_out)
+
+    def run(self, embedded, state, values, padding_mask, whole_sequence: bool):
+        return self.run_all_steps(embedded, state, values, padding_mask, whole_sequence)
+
+    def run_all_steps(self, embedded, state, values, padding_mask, whole_sequence: bool):
+        """Without input feeding: the LSTM over all steps in one call, then the attentions (``whole_sequence``:
+        in training, the intra-temporal and intra-decoder attentions over all steps at once).  Returns the steps
+        (each B x T x D) and the new state."""
+        inputs = self.dropout_in(embedded)  # B x T x E   (x_t = the previous word's embedding)
+        with rnn_precision(inputs):
+            states, (hidden, cell) = self.lstm(inputs, (state["hidden"], state["cell"]))  # B x T x H; L x B x H
+        state = dict(state, hidden=hidden, cell=cell)
+        if whole_sequence and self.intra_temporal:
+            coverage = state["coverage"]  # B x S   c^1 (zeros)
+            attn, context, temporal_state = self.attention(states, state[TEMPORAL_KEYS], values, padding_mask)
+            state.update(temporal_state)  # L_T, step counts   (Paulus eqs 1-5 for all steps)
+            before = F.pad(attn.cumsum(dim=1)[:, :-1], (0, 0, 1, 0))  # B x T x S   sum_{t' < t} a^t'
+            steps = {"attn": attn, "contexts": context, "coverage": coverage.unsqueeze(1) + before}  # See eq 10
+            if self.coverage:
+                state["coverage"] = coverage + attn.sum(dim=1)  # B x S   c^{T+1}
+        else:  # step by step over the known states (additive attention; incremental decoding)
+            steps = {key: [] for key in ("attn", "contexts", "coverage")}
+            for t in range(states.size(1)):
+                steps["coverage"].append(state["coverage"])  # B x S   c^t, before step t (See eq 10)
+                attn, context, state = self.attend(states[:, t], values, state, padding_mask)
+                steps["attn"].append(attn)
+                steps["contexts"].append(context)
+            steps = stack_steps(steps)
+        if self.intra_attention is not None:
+            if whole_sequence:
+                _, decoder_context = self.intra_attention(states)  # B x T x H   c^d_t (Paulus eqs 6-8, causal)
+            else:
+                decoder_context = []
+                for t in range(states.size(1)):
+                    _, context, state = self.intra_attention.step(states[:, t], state)  # B x H
+                    decoder_context.append(context)
+                decoder_context = torch.stack(decoder_context, dim=1)  # B x T x H
+            steps["contexts"] = torch.cat([steps["contexts"], decoder_context], dim=2)  # [c^e_t; c^d_t]
+        feeds = states.new_zeros(*states.shape[:2], 0)  # B x T x 0: nothing is fed back
+        return dict(steps, states=states, feeds=feeds, inputs=inputs), state
+
+
+CUDA_GRAPHS_NEED = ("--cuda-graphs replays the fused recurrence, which this decoder does not run (it needs See "
+                    "et al.'s readout, one decoder layer, the additive attention and no --no-fused-steps)")
+
+
+def build_decoder(dictionary, embed_tokens, *, output: OutputOptions, fused_steps: bool = True,
+                  cuda_graphs: bool = False, **options) -> PGNDecoder:
+    """The decoder for ``output.readout``: ``FedDecoder`` (see, luong) with ``fused_steps`` and ``cuda_graphs``,
+    or ``UnfedDecoder`` (paulus); ``options`` are ``PGNDecoder``'s."""
+    if readout_feeds_back(output.readout):
+        return FedDecoder(dictionary, embed_tokens, output=output, fused_steps=fused_steps, cuda_graphs=cuda_graphs,
+                          **options)
+    if cuda_graphs:
+        raise ValueError(CUDA_GRAPHS_NEED)
+    return UnfedDecoder(dictionary, embed_tokens, output=output, **options)
 
 
 def check_options(coverage_attention: bool, intra_temporal: bool, share_input_output_embed: bool,
@@ -592,18 +680,22 @@ class PGNLSTMModel(ExtendedVocabularyModel, FairseqEncoderDecoderModel):
             dropout_in=args.dropout_in, dropout_out=args.dropout_out, num_regular=first_marker_index(src_dict),
             embed_norm=args.embed_norm, max_positions=max_source,
         )
-        decoder = PGNDecoder(
-            tgt_dict, decoder_embed, encoder_output_units=encoder.output_units,
-            hidden_size=args.decoder_hidden_size, num_layers=args.decoder_layers,
-            out_embed_dim=args.decoder_out_embed_dim, attention_dim=args.attention_dim,
-            dropout_in=args.dropout_in, dropout_out=args.dropout_out, copy=not args.no_copy,
-            coverage=not args.no_coverage, coverage_attention=not args.no_coverage_attention,
-            share_input_output_embed=args.share_decoder_input_output_embed,
-            num_regular=num_regular, readout=args.decoder_readout, embed_norm=args.embed_norm,
-            intra_temporal=args.intra_temporal_attention, intra_decoder=args.intra_decoder_attention,
-            shared_output_projection=args.shared_output_projection, own_prediction_prob=args.own_prediction_prob,
-            fused_steps=not args.no_fused_steps, max_positions=max_target, cuda_graphs=args.cuda_graphs,
-            eos_attention=args.eos_attention,
+        attention = AttentionOptions(
+            attention_dim=args.attention_dim, coverage=not args.no_coverage,
+            coverage_attention=not args.no_coverage_attention, intra_temporal=args.intra_temporal_attention,
+            intra_decoder=args.intra_decoder_attention,
+        )
+        output = OutputOptions(
+            readout=args.decoder_readout, out_embed_dim=args.decoder_out_embed_dim, copy=not args.no_copy,
+            eos_attention=args.eos_attention, share_input_output_embed=args.share_decoder_input_output_embed,
+            shared_output_projection=args.shared_output_projection,
+        )
+        decoder = build_decoder(
+            tgt_dict, decoder_embed, output=output, fused_steps=not args.no_fused_steps, cuda_graphs=args.cuda_graphs,
+            encoder_output_units=encoder.output_units, hidden_size=args.decoder_hidden_size,
+            num_layers=args.decoder_layers, attention=attention, dropout_in=args.dropout_in,
+            dropout_out=args.dropout_out, embed_norm=args.embed_norm, num_regular=num_regular,
+            own_prediction_prob=args.own_prediction_prob, max_positions=max_target,
         )
         logger.info("pgn_lstm: %d regular words, %d OOV markers, copy=%s, coverage=%s, coverage attention=%s, "
                     "readout=%s, intra-temporal attention=%s, intra-decoder attention=%s, shared output "

@@ -91,6 +91,16 @@ class PaulusReadout(nn.Module):
         return self.switch.logit(states, contexts)  # B x T x 1   (Paulus eq 11, as p_gen = 1 - p(u_t = 1))
 
 
+FEEDS_BACK = {"see": True, "luong": True, "paulus": False}  # whether the readout feeds a vector into the next input
+
+
+def readout_feeds_back(name: str) -> bool:
+    """Whether the readout called ``name`` feeds a vector back (its ``feed_size`` > 0), before it is built."""
+    if name not in FEEDS_BACK:
+        raise ValueError(f"unknown --decoder-readout {name!r} (see, luong, paulus)")
+    return FEEDS_BACK[name]
+
+
 def build_readout(name: str, hidden_size: int, context_size: int, embed_dim: int, out_dim: int,
                   copy: bool) -> nn.Module:
     """The readout called ``name`` (see, luong, paulus); ``out_dim`` is See's V size (ignored by the others)."""
