@@ -331,11 +331,11 @@ def test_copy_distribution_over_the_extended_vocabulary(dictionary, options):
     m0, m1 = dictionary.index(marker(0)), dictionary.index(marker(1))
     p_gen, attn, src_right = extra["p_gen"][..., 0], extra["attn"][0], extra["src_tokens"]
     assert ((p_gen > 0) & (p_gen < 1)).all() and (probs[..., m1] == 0).all()
-    copyable = attn.sum(-1) - attn.masked_fill(src_right.ne(dictionary.eos()).unsqueeze(1), 0.0).sum(-1)  # B x T
-    expected = (1 - p_gen) * (attn * src_right.eq(m0).unsqueeze(1)).sum(-1) / copyable  # only copying makes m0
+    held = attn.masked_fill(src_right.ne(dictionary.eos()).unsqueeze(1), 0.0).sum(-1)  # B x T   a_</s>
+    expected = (1 - p_gen) * (attn * src_right.eq(m0).unsqueeze(1)).sum(-1)  # only copying makes m0
     torch.testing.assert_close(probs[..., m0], expected)
     assert (probs[..., m0] > 0).all()
-    eos_generated = p_gen * torch.softmax(logits, -1)[..., dictionary.eos()]
+    eos_generated = (p_gen + (1 - p_gen) * held) * torch.softmax(logits, -1)[..., dictionary.eos()]  # the sentinel
     torch.testing.assert_close(probs[..., dictionary.eos()], eos_generated)
     target = torch.cat([prev[:, 1:], torch.full((2, 1), dictionary.eos())], dim=1)  # holds <oov-0>, now copyable
     torch.testing.assert_close(model.get_target_probs((logits, extra), target),
