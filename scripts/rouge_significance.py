@@ -1,13 +1,11 @@
 #!/usr/bin/env python
 """Kept for old command lines and imports: `summ-rouge-significance` (fairseq_plugins/cli/rouge_significance.py,
 library fairseq_plugins/scoring/significance.py), with the same command line and the same importable names."""
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout, installed or not
-from fairseq_plugins.scoring.significance import *  # noqa: E402,F401,F403
-from fairseq_plugins.cli.rouge_significance import *  # noqa: E402,F401,F403
-from fairseq_plugins.cli.rouge_significance import main  # noqa: E402
+from fairseq_plugins.scoring.significance import *  # noqa: F401,F403
+from fairseq_plugins.cli.rouge_significance import *  # noqa: F401,F403
+from fairseq_plugins.cli.rouge_significance import main
 
 if __name__ == "__main__":
     sys.exit(main())

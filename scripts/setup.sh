@@ -39,7 +39,7 @@ install_python_packages() {
     step "Installing fairseq-fixed and the rest (compiles fairseq's extensions: a few minutes)"
     MAX_JOBS=2 "${pip[@]}" install --no-build-isolation -c "$ROOT/requirements/constraints.txt" \
         -r "$ROOT/requirements/main.txt"
-    step "Installing this project (editable: fairseq_plugins and its commands summ-*, files2rouge)"
+    step "Installing this project (editable: fairseq_plugins, scripts and the commands summ-*, files2rouge)"
     "${pip[@]}" install --no-deps --no-build-isolation -e "$ROOT"
     want_stamp > "$STAMP"
 }

@@ -36,11 +36,6 @@ import os
 import sys
 import time
 
-try:
-    import fairseq_plugins  # noqa: F401
-except ImportError:  # run from a checkout without the editable install
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from fairseq_plugins.text.prepare import load_prep, raw_files, tokenizer_from_prep
 from fairseq_plugins.cli.common import run_cli
 from fairseq_plugins.text.textio import UserError, read_lines

@@ -56,12 +56,15 @@ def shared_data() -> Path:
 
 
 def command_env(**extra) -> dict:
-    """The environment of the project's commands in tests: the venv's binaries first on PATH, one thread each (a
-    tiny model gains nothing from two, and loses a lot when another job shares the cores) and train.sh's whole
-    log on stderr (TRAIN_VERBOSE=1: the tests read fairseq's lines; test_cli.py tests the quiet default);
-    ``extra`` adds or overrides variables."""
+    """The environment of the project's commands in tests: the venv's binaries first on PATH, this checkout first
+    on PYTHONPATH (a script run as a file, python scripts/experiments/NAME.py, imports ``scripts.*`` and
+    fairseq_plugins from here, whichever checkout the venv was installed from), one thread each (a tiny model
+    gains nothing from two, and loses a lot when another job shares the cores) and train.sh's whole log on stderr
+    (TRAIN_VERBOSE=1: the tests read fairseq's lines; test_cli.py tests the quiet default); ``extra`` adds or
+    overrides variables."""
     variables = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                     TRAIN_VERBOSE="1")
+                     TRAIN_VERBOSE="1",
+                     PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     variables.update(extra)
     return variables
 

@@ -3,16 +3,13 @@ on hand-made pairs with known answers, the command's errors, and the experiment 
 (scripts/experiments/lib.py)."""
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from fairseq_plugins.cli import analyze as command
 from fairseq_plugins.scoring import summary_stats as ab
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "experiments"))
-import lib  # noqa: E402
+from scripts.experiments import lib
 
 
 def figures(sources, summaries, lang="en", lower=False):

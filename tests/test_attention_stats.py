@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run
+from conftest import command_env, run
 from test_eval_rouge import USER_DIR, trained  # noqa: F401  (the module-scoped trained pgn_lstm_small)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,10 +80,10 @@ def test_cli_on_a_trained_checkpoint(trained):  # noqa: F811
     assert len(logged) == 2 and report["nll_bits"] == pytest.approx(float(logged[-1]), abs=6e-4)
 
     missing = subprocess.run([sys.executable, str(SCRIPT), str(save / "checkpoint_last.pt"), str(data / "bin"),
-                              "--split", "nosuch"], capture_output=True, text=True)
+                              "--split", "nosuch"], capture_output=True, text=True, env=command_env())
     assert missing.returncode == 2
     assert f"{data / 'bin'}: no split 'nosuch'" in missing.stderr
     too_long = subprocess.run([sys.executable, str(SCRIPT), str(save / "checkpoint_last.pt"), str(data / "bin"),
-                               "--max-tokens", "20"], capture_output=True, text=True)
+                               "--max-tokens", "20"], capture_output=True, text=True, env=command_env())
     assert too_long.returncode == 2
     assert re.search(r"document \d+ of split 'valid' has \d+ tokens, more than --max-tokens 20", too_long.stderr)

@@ -14,13 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run
-
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-import flops  # noqa: E402
-import throughput  # noqa: E402
-import throughput_measures as measures  # noqa: E402
-import throughput_runners as runners  # noqa: E402
-from peers import onmt  # noqa: E402
+from scripts.bench import flops, throughput
+from scripts.bench import throughput_measures as measures
+from scripts.bench import throughput_runners as runners
+from scripts.bench.peers import onmt
 
 TINY = flops.Sizes(embed=2, encoder_hidden=3, decoder_hidden=4, attention=5, out_embed=3, vocab=7)  # C = 6
 
@@ -520,7 +517,7 @@ def bench(shared_data, bench_work):
 
 
 def test_median_run_takes_each_figures_median_and_keeps_the_runs():
-    from throughput_report import median_run
+    from scripts.bench.throughput_report import median_run
 
     runs = [{"train_wps": 100.0, "fixed_decode_sent_per_s": 9.0, "train_peak_mb": 500.0},
             {"train_wps": 300.0, "fixed_decode_sent_per_s": 7.0, "train_peak_mb": 520.0},
@@ -606,7 +603,7 @@ def test_step_ops_counts_top_level_operators_once():
     """A composite operator (linear: addmm inside) counts once, a view counts, and nothing else is counted."""
     import torch
 
-    import step_ops
+    from scripts.bench import step_ops
 
     x, w = torch.randn(3, 4), torch.randn(5, 4)
     with torch.profiler.profile() as prof:

@@ -1,16 +1,15 @@
 """scripts/experiments/checkpoint_choice.py's report, without training: its rows and intervals from results.json and
 the per-document scores, the archive it is rebuilt from, and the inputs it refuses."""
 import json
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from scripts.experiments import checkpoint_choice
+from scripts.experiments.lib import pack
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import checkpoint_choice  # noqa: E402
-from lib import pack  # noqa: E402
 
 
 def scores(r1: float, r2: float, rl: float) -> dict:

@@ -1,14 +1,13 @@
 """dca2018_cnndm.py --archive: what the report reads of a run, kept without checkpoints, rebuilds the same table."""
 import json
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from scripts.experiments.dca2018_cnndm import declared
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-from dca2018_cnndm import declared  # noqa: E402
 
 DECLARED = declared()
 
@@ -19,7 +18,7 @@ def finished_system(work: Path, label: str, f1: float, code=None, options=None, 
     statistics already computed (so the report runs no ROUGE and loads no checkpoint), with a training record
     of the options dca2018_cnndm.py declares for it (``code``: the record's code fingerprint), decoded once
     (``decode``) with per-document F1 ``f1``, ``r2`` and ``rl`` (ROUGE-1, -2, -L) for each of its 3 documents."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     model = work / "models" / label.replace(":", "_")
     model.mkdir(parents=True)
@@ -39,7 +38,7 @@ def finished_system(work: Path, label: str, f1: float, code=None, options=None, 
 
 
 def test_the_archive_holds_no_checkpoint_and_rebuilds_the_same_report(tmp_path):
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     work, dest = tmp_path / "work", tmp_path / "archive" / "seed1.tar.xz"
     for folder in ("logs", "outputs", "data"):
@@ -65,8 +64,8 @@ def test_the_report_names_the_code_of_each_system_and_gives_verdicts_over_seeds(
     """Section 1 reads each system's training record; section 5 holds a direction only over two or more seeds."""
     import json
 
-    import dca2018_report as report
-    from records import code_record, training_code
+    from scripts.experiments import dca2018_report as report
+    from scripts.experiments.records import code_record, training_code
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data"):
@@ -94,7 +93,7 @@ def test_the_header_says_how_each_run_was_made_and_rows_below_a_baseline_of_thei
     """A finished run's command, commit, corpus and budget come from its results.md, a stopped run is marked so;
     a row below LEAD-3, or below fairseq's `lstm` of its own seed, is flagged (another seed's `lstm` does not
     count)."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     seed1, seed2 = tmp_path / "seed1", tmp_path / "seed2"
     for work in (seed1, seed2):
@@ -132,7 +131,7 @@ def test_the_header_says_how_each_run_was_made_and_rows_below_a_baseline_of_thei
 def test_the_posters_directions_are_judged_over_the_seeds_at_the_headline_decoding(tmp_path):
     """+ SEM (row 2 - row 1) rises in the poster's R-1 and R-2 and falls in its R-L: ours rising in two seeds
     reproduces the first two and not the third; a step whose rows were not run says so."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data"):
@@ -150,14 +149,14 @@ def test_the_posters_directions_are_judged_over_the_seeds_at_the_headline_decodi
 
 
 def test_an_archive_that_is_not_a_tar_xz_is_refused(tmp_path):
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     with pytest.raises(SystemExit, match=r"must be a \.tar\.xz file"):
         report.archive(tmp_path, tmp_path / "archive")
 
 
 def test_the_report_says_how_many_intervals_it_prints(tmp_path):
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data"):
@@ -172,7 +171,7 @@ def test_the_report_says_how_many_intervals_it_prints(tmp_path):
 def test_the_report_reads_only_systems_whose_record_matches_the_printed_command(tmp_path):
     """Options in another order match; a missing record, other options, a continued system whose parent's
     record differs, and a label the script does not declare are left out of every section, with the reason."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data"):
@@ -208,7 +207,7 @@ def test_the_report_reads_only_systems_whose_record_matches_the_printed_command(
 
 
 def test_an_option_repeated_keeps_its_order_when_records_are_compared():
-    from lib import option_groups
+    from scripts.experiments.lib import option_groups
 
     assert option_groups(["-c", "a", "--lr", "0.1", "--seed", "2"]) == \
         option_groups(["-c", "a", "--seed", "2", "--lr", "0.1", "--max-update", "5"], ignore=("--max-update",))
@@ -220,7 +219,7 @@ def test_an_option_repeated_keeps_its_order_when_records_are_compared():
 def test_per_document_scores_of_a_chinese_run_are_scored_as_chinese(tmp_path):
     """A work folder of another corpus (LCSTS characters: data/prep.json says zh) is scored in its language:
     official ROUGE-1.5.5 on characters mapped to ids, where English tokenization would keep none of them."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     work = tmp_path / "work"
     for folder in ("logs", "outputs", "data/ref"):
@@ -239,7 +238,7 @@ def test_per_document_scores_of_a_chinese_run_are_scored_as_chinese(tmp_path):
 
 
 def test_a_run_with_unreadable_data_settings_is_an_error(tmp_path):
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "prep.json").write_text("{}")  # no settings: not prepared by summ-prepare

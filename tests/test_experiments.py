@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import command_env, run
+from scripts.experiments import compare, records
+from scripts.experiments.lib import Experiment
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import compare  # noqa: E402
-import records  # noqa: E402
-from conftest import run  # noqa: E402
-from lib import Experiment  # noqa: E402
 
 
 class RecordingExperiment(Experiment):
@@ -353,7 +352,7 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
     relabels them and passes the seed; an unknown label stops at start-up with the known ones listed."""
     import subprocess
 
-    import song2020_lcsts
+    from scripts.experiments import song2020_lcsts
 
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kwargs: calls.append(cmd))
@@ -385,7 +384,7 @@ def test_song2020_only_runs_the_named_systems(monkeypatch, tmp_path):
 
     monkeypatch.undo()
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "song2020_lcsts.py"),
-                          "--only", "full,nope"], capture_output=True, text=True)
+                          "--only", "full,nope"], capture_output=True, text=True, env=command_env())
     assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr
 
 
@@ -395,7 +394,7 @@ def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatc
     the same run, or an unknown label, stops with a message."""
     import subprocess
 
-    import dca2018_cnndm
+    from scripts.experiments import dca2018_cnndm
 
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kwargs: calls.append(list(map(str, cmd))))
@@ -436,15 +435,17 @@ def test_dca2018_runs_the_posters_rows_and_its_rl_row_with_its_parent(monkeypatc
 
     monkeypatch.undo()
     script = str(ROOT / "scripts" / "experiments" / "dca2018_cnndm.py")
-    orphan = subprocess.run([sys.executable, script, "--only", "6:rl"], capture_output=True, text=True)
+    orphan = subprocess.run([sys.executable, script, "--only", "6:rl"], capture_output=True, text=True,
+                            env=command_env())
     assert orphan.returncode != 0 and "needs its parent 5:agents_comm_caa" in orphan.stderr
-    bad = subprocess.run([sys.executable, script, "--only", "1:single_mle,nope"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, script, "--only", "1:single_mle,nope"], capture_output=True, text=True,
+                         env=command_env())
     assert bad.returncode == 2 and "--only: unknown system nope (known: " in bad.stderr
 
 
 def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_path):
     """The report's repeated sentences at distance 1 and 2, and which rows its bootstraps compare."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     summaries = ["a b . <q> a b . <q> c . <q> a b .", "x . y . x ."]
     assert report.repeated_sentences(summaries, 1) == 20.0  # 1 of (3 + 2) sentences repeats the one before
@@ -479,7 +480,7 @@ def test_dca2018_report_counts_repeated_sentences_and_pairs_rows_by_seed(tmp_pat
 def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path):
     """Without results.json (a run stopped or still going), the report takes the systems whose training finished
     and their scored decodings, as compare.py would have tabulated them; an unfinished system is left out."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "outputs").mkdir()
@@ -518,7 +519,7 @@ def test_dca2018_report_reads_the_finished_systems_of_a_run_still_going(tmp_path
 def test_dca2018_report_lists_a_system_decoded_in_two_runs_once_and_refuses_two_versions(tmp_path):
     """Row 5 decoded again in the folder of a continued system: listed once (from the first run) when its
     summaries are the same; different summaries under one label stop the report naming both folders."""
-    import dca2018_report as report
+    from scripts.experiments import dca2018_report as report
 
     class FakeRun:
         def __init__(self, work, rows):
@@ -560,7 +561,7 @@ def test_reuse_stale_is_refused_with_the_slurm_launcher():
 
 
 def test_verdict_holds_a_direction_only_when_every_seed_shows_it_with_its_interval():
-    from lib import verdict
+    from scripts.experiments.lib import verdict
 
     assert verdict([(1.0, 0.2, 1.8), (0.6, 0.1, 1.1)]).startswith("B > A in every seed (2)")
     assert verdict([(-1.0, -1.8, -0.2), (-0.6, -1.1, -0.1)]).startswith("B < A in every seed (2)")
@@ -571,7 +572,7 @@ def test_verdict_holds_a_direction_only_when_every_seed_shows_it_with_its_interv
 
 
 def test_a_papers_direction_reproduces_only_when_every_seed_shows_its_sign_with_its_interval():
-    from lib import against_paper
+    from scripts.experiments.lib import against_paper
 
     up, down, level = (1.0, 0.2, 1.8), (-0.6, -1.1, -0.1), (0.3, -0.4, 1.0)
     assert against_paper(+0.78, [up, up]) == "reproduces"
@@ -584,8 +585,8 @@ def test_a_papers_direction_reproduces_only_when_every_seed_shows_its_sign_with_
 
 
 def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_now(tmp_path):
-    from compare import check_data_config
-    from lib import config_array
+    from scripts.experiments.compare import check_data_config
+    from scripts.experiments.lib import config_array
 
     record = tmp_path / "config.json"
     prep_args = config_array("lcsts_char", "PREP_ARGS")
@@ -602,7 +603,7 @@ def test_compare_reuses_its_data_only_when_the_config_prepared_it_as_it_reads_no
 
 
 def test_a_row_below_lead_or_fairseqs_lstm_is_flagged_in_the_table():
-    from lib import baseline_flags
+    from scripts.experiments.lib import baseline_flags
 
     def row(system, decode, r1):
         return {"system": system, "decode": decode, "rouge": {"ROUGE-1": r1, "ROUGE-2": 1.0, "ROUGE-L": 1.0}}
@@ -622,7 +623,7 @@ def test_a_row_below_lead_or_fairseqs_lstm_is_flagged_in_the_table():
 
 
 def test_train_facts_count_the_epochs_the_log_reached(tmp_path):
-    from lib import train_facts
+    from scripts.experiments.lib import train_facts
 
     log = tmp_path / "train.log"
     stamp = "2026-11-27 21:43:31 | INFO | "
@@ -661,7 +662,7 @@ def scored_compare_run(work: Path, f1s: dict, tabulated=("a", "b")) -> Path:
 def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_unknown_system(tmp_path, capsys):
     """paired_bootstraps.py on a work folder whose per-document scores are cached: B - A with its interval and the
     rule's one-seed verdict per score; a pair naming a system the folder lacks stops with its path."""
-    import paired_bootstraps
+    from scripts.experiments import paired_bootstraps
 
     scored_compare_run(tmp_path, {"a": 0.2, "b": 0.3, "c": 0.1})
     paired_bootstraps.main([str(tmp_path), "--pair", "b=a", "--table"])
@@ -679,7 +680,7 @@ def test_paired_bootstraps_writes_one_row_per_pair_and_decoding_and_refuses_an_u
 def test_paired_bootstraps_compares_two_decodings_of_each_named_system(tmp_path, capsys):
     """--decode-pair B=A with --system S: decoding B - decoding A of each system, one row each; --decode-pair
     without --system, no comparison at all, and a decoding the table lacks stop with a message."""
-    import paired_bootstraps
+    from scripts.experiments import paired_bootstraps
 
     work = scored_compare_run(tmp_path, {"a": 0.2, "b": 0.3})
     rows = json.loads((work / "results.json").read_text())["rows"]
@@ -710,7 +711,7 @@ def test_paired_bootstraps_archives_each_seed_and_rebuilds_the_same_section_from
     and a folder given twice, stop with a message."""
     import tarfile
 
-    import paired_bootstraps
+    from scripts.experiments import paired_bootstraps
 
     seeds = [scored_compare_run(tmp_path / "seed1", {"a": 0.2, "b": 0.3}),
              scored_compare_run(tmp_path / "seed2", {"a_seed2": 0.2, "b_seed2": 0.25}, ("a_seed2", "b_seed2"))]
@@ -753,7 +754,7 @@ def test_a_committed_table_is_what_its_archives_give(capsys, table, archives):
     intervals, line for line."""
     import shlex
 
-    import paired_bootstraps
+    from scripts.experiments import paired_bootstraps
 
     results = ROOT / "docs" / "results"
     committed = (results / table).read_text(encoding="utf-8")
@@ -772,7 +773,7 @@ def test_a_committed_table_is_what_its_archives_give(capsys, table, archives):
 
 
 def test_leading_sentences_keeps_whole_sentences_within_the_budget():
-    from corpora import leading_sentences
+    from scripts.experiments.corpora import leading_sentences
 
     assert leading_sentences("a b . c d e . f g h i .", 7) == "a b . c d e ."
     assert leading_sentences("a b . c d e .", 6) == "a b ."  # the second sentence would pass the budget
@@ -782,7 +783,7 @@ def test_leading_sentences_keeps_whole_sentences_within_the_budget():
 
 def test_short_targets_counts_a_chinese_models_tokens_and_its_literal_unks():
     """A Chinese model's --no-detok summary has no spaces: its tokens come from a tokenizer, <unk> kept whole."""
-    import short_targets
+    from scripts.experiments import short_targets
 
     figures = short_targets.stutter_figures(["巨头<unk><unk>的", "今天好"], tokenize=list)
     assert figures["unk"] == 1 and figures["tokens"] == (5 + 3) / 2

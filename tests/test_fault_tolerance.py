@@ -220,8 +220,7 @@ def test_plain_fairseq_train_dies_on_sigusr1_without_saving(data, tmp_path):
 _LOADER_UNDER_A_GROUP_SIGNAL = """
 import os, signal, sys, time
 import torch
-sys.path.insert(0, "scripts/launch")
-import fairseq_worker
+from scripts.launch import fairseq_worker
 
 class Slow(torch.utils.data.Dataset):
     def __len__(self):

@@ -58,8 +58,8 @@ def test_a_second_training_in_a_locked_save_dir_stops_naming_the_holder(tmp_path
 
 def test_a_second_table_in_a_locked_work_folder_stops_naming_the_holder(tmp_path):
     work = tmp_path / "work"
-    holder = start_holder([sys.executable, "-c", "import sys, time; sys.path.insert(0, 'scripts/experiments'); "
-                           "from pathlib import Path; from lib import hold_lock; "
+    holder = start_holder([sys.executable, "-c", "import time; from pathlib import Path; "
+                           "from scripts.experiments.lib import hold_lock; "
                            f"hold_lock(Path({str(work)!r}), 'table'); print('locked', flush=True); time.sleep(120)"])
     try:
         refused = run([sys.executable, "scripts/experiments/compare.py", "--name", "t", "--corpus", "lcsts",
@@ -72,7 +72,6 @@ def test_a_second_table_in_a_locked_work_folder_stops_naming_the_holder(tmp_path
     assert "give another --work" in refused.stderr
     assert not (work / "data").exists() and not (work / "raw").exists()
 
-    taken = run([sys.executable, "-c", "import sys; sys.path.insert(0, 'scripts/experiments'); "
-                 "from pathlib import Path; from lib import hold_lock; "
+    taken = run([sys.executable, "-c", "from pathlib import Path; from scripts.experiments.lib import hold_lock; "
                  f"hold_lock(Path({str(work)!r}), 'table'); print('ok')"])
     assert taken.stdout.strip() == "ok"  # the killed holder's lock is gone

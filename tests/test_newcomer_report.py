@@ -1,11 +1,8 @@
 """scripts/experiments/newcomer.py's report: what each path returned for the empty documents, and the drain runs,
 as the report states them (a path that drops an output shows its count; a failed drain run shows why)."""
-import sys
 from argparse import Namespace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "experiments"))
-import newcomer  # noqa: E402
+from scripts.experiments import newcomer
 
 
 def facts(generate_lines):

@@ -6,7 +6,6 @@ parameters equal the built model's count, its FLOPs flops.py's, its times and me
 of wall time with both cores shared by other jobs at load 5; Paulus et al.'s RL updates decode 100 steps over 50k
 words); the paper's batches are measured in docs/results/paper_scale_dry_run.md."""
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,13 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import compare  # noqa: E402
-import flops  # noqa: E402
-import paper_scale  # noqa: E402
+from conftest import ROOT, command_env
+from scripts.bench import flops
+from scripts.experiments import compare, paper_scale
 
 TINY = flops.Sizes(embed=2, encoder_hidden=3, decoder_hidden=4, attention=5, out_embed=3, vocab=7)  # C = 6
 EXPERIMENTS = ROOT / "scripts" / "experiments"
@@ -173,10 +168,11 @@ def test_a_bad_batch_for_names_the_tables():
 
 @pytest.mark.slow
 def test_bad_command_lines_stop_with_the_missing_input_named(tmp_path):
-    see = subprocess.run([sys.executable, EXPERIMENTS / "see2017_table1.py"], capture_output=True, text=True)
+    see = subprocess.run([sys.executable, EXPERIMENTS / "see2017_table1.py"], capture_output=True, text=True,
+                         env=command_env())
     assert see.returncode != 0 and "--scale paper needs --raw DIR (CNN/DailyMail story files" in see.stderr
     shi = subprocess.run([sys.executable, EXPERIMENTS / "shi2018_table1.py", "--scale", "paper", "--raw",
-                          str(tmp_path)], capture_output=True, text=True)
+                          str(tmp_path)], capture_output=True, text=True, env=command_env())
     assert shi.returncode == 2 and "--scale paper needs --w2v FILE" in shi.stderr
 
 
@@ -188,7 +184,7 @@ def start_dry_run(script: str, work: Path) -> subprocess.Popen:
     """SCRIPT --dry-run at 1 document per update, started (the two tables run side by side, one per core)."""
     return subprocess.Popen([sys.executable, EXPERIMENTS / script, "--dry-run", "--dry-run-batch", "1", "--work",
                              str(work), "--dry-run-memory-limit", str(LIMIT_MIB)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                            stderr=subprocess.PIPE, text=True, env=command_env())
 
 
 def finished(process: subprocess.Popen, work: Path):

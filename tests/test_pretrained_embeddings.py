@@ -17,6 +17,7 @@ import torch
 
 from fairseq.data import Dictionary
 
+from conftest import command_env
 from fairseq_plugins.modules.factories import Embedding
 from fairseq_plugins.modules.pretrained_embeddings import fill_embedding, freeze, load_pretrained
 from fairseq_plugins.text.word_vectors import EmbeddingFileError, detect_format
@@ -285,7 +286,7 @@ def prepared(tmp_path_factory):
 
 def run_script(args):
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=command_env())
 
 
 def token_set(paths, tokenizer):

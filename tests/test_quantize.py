@@ -218,8 +218,7 @@ def test_generate_sh_hub_and_server_agree_in_int8(trained, tmp_path):
 def test_throughput_quantize_options_are_checked(root, capsys, argv, message):
     import sys
 
-    sys.path.insert(0, str(root / "scripts" / "bench"))
-    import throughput
+    from scripts.bench import throughput
 
     with pytest.raises(SystemExit) as exit_:
         throughput.parse_args(argv)

@@ -7,12 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import lib  # noqa: E402
-import records  # noqa: E402
+from scripts.experiments import lib, records
 
 MADE = re.compile(r"Made at commit [0-9a-f]{7,40}\+? on \d{4}-\d\d-\d\d \d\d:\d\d UTC: .*logical CPUs; "
                   r"(?:no GPU|GPU .*); fairseq-fixed \S+, torch \S+\.")
@@ -33,7 +28,7 @@ def test_made_header_names_a_bench_script_by_its_path_and_quotes_its_arguments()
 
 
 def test_serve_load_report_opens_with_its_command_commit_and_machine():
-    import serve_load
+    from scripts.bench import serve_load
 
     argv = ["m", "--input", "docs.txt", "--options", '{"beam": 5}']
     args = argparse.Namespace(model_dir=Path("m"), input=Path("docs.txt"), options={"beam": 5}, argv=argv)
@@ -46,7 +41,7 @@ def test_serve_load_report_opens_with_its_command_commit_and_machine():
 
 
 def test_dca_scale_report_opens_with_its_command_commit_and_machine():
-    import dca_scale
+    from scripts.bench import dca_scale
 
     results = {}
     for model in ("dca_lstm", "pgn_lstm"):
@@ -61,7 +56,7 @@ def test_dca_scale_report_opens_with_its_command_commit_and_machine():
 
 
 def test_reward_speed_prints_its_command_commit_and_machine_first():
-    import reward_speed
+    from scripts.bench import reward_speed
 
     lines = reward_speed.header_lines(["--repeats", "1"])
     assert_made(lines, "python scripts/bench/reward_speed.py --repeats 1")
@@ -69,7 +64,7 @@ def test_reward_speed_prints_its_command_commit_and_machine_first():
 
 
 def test_paper_scale_dry_run_report_opens_with_its_command_commit_and_machine():
-    import paper_scale
+    from scripts.experiments import paper_scale
 
     args = argparse.Namespace(argv=["--table", "all", "--reuse"], reuse=True)
     lines = paper_scale.dry_run_header(args, 120.0)
@@ -79,7 +74,7 @@ def test_paper_scale_dry_run_report_opens_with_its_command_commit_and_machine():
 
 
 def test_see2017_abstractiveness_report_opens_with_its_command_commit_and_machine():
-    import see2017_abstractiveness as abstractiveness
+    from scripts.experiments import see2017_abstractiveness as abstractiveness
 
     rows = abstractiveness.FIGURE_ROWS
     data = {"documents": 2, "figures": {key: key for key in rows},
@@ -93,7 +88,7 @@ def test_see2017_abstractiveness_report_opens_with_its_command_commit_and_machin
 
 
 def test_see2017_adagrad_table_opens_with_its_command_commit_and_machine():
-    import see2017_adagrad
+    from scripts.experiments import see2017_adagrad
 
     loss = {name: [9.0, 8.5, 8.0] for name in see2017_adagrad.VARIANTS}
     args = argparse.Namespace(updates=3, argv=["--updates", "3", "--data", "scitldr"])
@@ -105,7 +100,7 @@ def test_see2017_adagrad_table_opens_with_its_command_commit_and_machine():
 
 
 def test_short_targets_report_opens_with_its_command_and_flags_rows_below_lead(monkeypatch):
-    import short_targets
+    from scripts.experiments import short_targets
 
     def row(r1, unk):
         stutter = {"unk": unk, "doubled_first": 5.0, "with_immediate_repeat": 9.0, "with_repeat": 1.0,
@@ -132,7 +127,7 @@ def test_short_targets_report_opens_with_its_command_and_flags_rows_below_lead(m
 
 
 def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch):
-    import eos_attention
+    from scripts.experiments import eos_attention
 
     def row(doubled):
         stutter = {"unk": 0, "doubled_first": 100.0 * sum(doubled) / len(doubled), "with_immediate_repeat": 50.0,

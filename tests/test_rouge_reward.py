@@ -131,8 +131,7 @@ def test_the_bench_reports_rl_against_ml_with_issue_21s_target(capsys):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts" / "bench"))
-    from reward_speed import RL_TARGET, print_medians, print_updates
+    from scripts.bench.reward_speed import RL_TARGET, print_medians, print_updates
 
     def result(ratio, in_sampling):
         speed = {"updates_per_s": 1.0, "summaries_per_s": 8.0, "target_words_per_s": 100.0}

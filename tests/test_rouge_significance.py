@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import command_env
+from scripts import rouge_significance
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "rouge_significance.py"
-sys.path.insert(0, str(ROOT / "scripts"))
-import rouge_significance  # noqa: E402
 
 HEADER = "doc\trouge-1-f\trouge-1-p\trouge-1-r\trouge-2-f\trouge-2-p\trouge-2-r\trouge-l-f\trouge-l-p\trouge-l-r\n"
 
@@ -23,7 +24,8 @@ def per_doc(path, f1_rows):
 
 
 def run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          env=command_env())
 
 
 def test_paired_bootstrap_by_hand():

@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import slice_corpus
+from scripts.experiments import records, shi2018_table1
+from scripts.experiments.lib import Experiment
+from test_experiments import CountingExperiment
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import records  # noqa: E402
-import shi2018_table1  # noqa: E402
-from lib import Experiment  # noqa: E402
-from test_experiments import CountingExperiment  # noqa: E402
 
 TINY = ["--encoder-hidden-size", "16", "--decoder-hidden-size", "32", "--max-tokens", "2000",
         "--validate-interval-updates", "2", "--save-interval-updates", "2"]

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import command_env
+from scripts.experiments import shi2018_table1 as shi
+from scripts.experiments.lib import Experiment
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import shi2018_table1 as shi  # noqa: E402
-from lib import Experiment  # noqa: E402
 
 SCORES = ("NLPCC R-2", "NLPCC R-4", "NLPCC R-SU4", "R-1", "R-2", "R-L")
 
@@ -95,6 +96,6 @@ def test_the_archive_holds_what_the_table_is_made_of_and_no_checkpoint_or_data(w
 ])
 def test_bad_options_are_refused_before_any_work(tmp_path, options, message):
     run = subprocess.run([sys.executable, ROOT / "scripts" / "experiments" / "shi2018_table1.py", "--work",
-                          tmp_path / "work", *options], capture_output=True, text=True)
+                          tmp_path / "work", *options], capture_output=True, text=True, env=command_env())
     assert run.returncode == 2 and message in run.stderr
     assert not (tmp_path / "work").exists()

@@ -113,8 +113,7 @@ def test_the_cased_spelling_keeps_the_separators():
 def test_the_cnndm_paper_configs_prepare_the_separator_as_one_token(config, tmp_path, capsys):
     """Highlights joined by ' <q> ', prepared with the config's PREP_ARGS: the tokenized targets and the dictionary
     hold <q> (never '<', 'q', '>'), and summ-analyze --prep forms a text as summ-prepare tokenized it."""
-    sys.path.insert(0, str(REPO / "scripts" / "experiments"))
-    import lib
+    from scripts.experiments import lib
     from fairseq_plugins.scoring.summary_stats import prepared
 
     sources = lines(REPO / "data" / "scitldr" / "train.src")[:30]

@@ -26,14 +26,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import cache_sizes, describe_machine  # noqa: E402
+from fairseq_plugins.accelerated import additive_scores as scores_module
+from fairseq_plugins.accelerated.cpu_cache import block_size
+from fairseq_plugins.accelerated.step_gradient import share_across_steps
+from scripts.bench.machine import cache_sizes, describe_machine
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from fairseq_plugins.accelerated import additive_scores as scores_module  # noqa: E402
-from fairseq_plugins.accelerated.cpu_cache import block_size  # noqa: E402
-from fairseq_plugins.accelerated.step_gradient import share_across_steps  # noqa: E402
 
 WHOLE_BATCH = 1 << 40  # floats: more than any batch, so one block
 
@@ -79,7 +77,7 @@ def sweep(blocks, rounds: int, measure) -> dict:
 
 
 def train_measure(batches: int, data_bin: Path):
-    from profile_step import Trainer, build, train_batches
+    from scripts.bench.profile_step import Trainer, build, train_batches
 
     cfg, task, model, criterion = build("pgn_lstm", data_bin, 4000, [])
     batches = train_batches(cfg, task, batches + 1)

@@ -40,10 +40,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from scripts.experiments.corpora import CNNDM, cnndm_documents, require
+from scripts.experiments.records import made_header
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-from corpora import CNNDM, cnndm_documents, require  # noqa: E402
-from records import made_header  # noqa: E402
 
 BATCH = 8
 ARTICLES_PER_DOCUMENT = 8

@@ -44,8 +44,8 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
 
 speed() {
     local ops=(scripts/bench/step_ops.py --device cuda --data-bin "$BENCH_BIN")
-    [[ -f "$BENCH_BIN/dict.src.txt" ]] || "$PY" -c "import sys; sys.path.insert(0, 'scripts/bench')
-from pathlib import Path; from throughput_runners import prepare_lcsts
+    [[ -f "$BENCH_BIN/dict.src.txt" ]] || "$PY" -c "from pathlib import Path
+from scripts.bench.throughput_runners import prepare_lcsts
 prepare_lcsts(Path('$BENCH_BIN').parent, Path('$BENCH_BIN'))" > "$WORK/speed/prepare.log" 2>&1
     "$PY" "${ops[@]}" --json "$WORK/speed/ops_4000.json" > "$WORK/speed/ops_4000.md" 2> "$WORK/speed/ops_4000.log"
     local tp=(scripts/bench/throughput.py --device cuda --data-bin "$BENCH_BIN" --updates 120 --decode-sentences 400

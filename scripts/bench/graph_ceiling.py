@@ -21,10 +21,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps  # noqa: E402
-from fairseq_plugins.accelerated.step_graphs import Replayed  # noqa: E402
+from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps
+from fairseq_plugins.accelerated.step_graphs import Replayed
 
 HIDDEN, ATTENTION, CONTEXT, BEAM = 256, 256, 512, 5
 

@@ -14,17 +14,12 @@ product).  Model FLOPs utilisation (MFU) divides a model's achieved GFLOP/s by i
 import argparse
 import os
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from fairseq_plugins.accelerated.cpu_cache import CacheLevel, read_cpu_caches  # noqa: E402
+from fairseq_plugins.accelerated.cpu_cache import CacheLevel, read_cpu_caches
 
 PEAK_SIZES = (1024, 2048, 3072)
 

@@ -38,8 +38,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput_runners import MODELS, ROOT, SIZES  # noqa: E402
+from scripts.bench.throughput_runners import MODELS, ROOT, SIZES
 
 
 def build(model_name: str, data_bin: Path, max_tokens: int, extra: list, device: str = "cpu"):

@@ -34,8 +34,8 @@
      python scripts/bench/reward_speed.py --floor --data-bin DATA/bin [--checkpoint ML/checkpoint_best.pt]
          [the options of --updates]
 
-   scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (this directory is on its
-   sys.path): it returns the figures as a dict (see its docstring).
+   scripts/bench/throughput.py's RL row can call ``compare_update_speed`` directly (it imports
+   ``scripts.bench.reward_speed``): it returns the figures as a dict (see its docstring).
 
 Every run prints the command, the commit and the machine first (scripts/experiments/records.py made_header, and
 machine.py's description with the thread count).  Set OMP_NUM_THREADS=1 on a machine shared with other jobs.
@@ -46,16 +46,13 @@ import dataclasses
 import random
 import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from scripts.bench.machine import describe_machine
+from scripts.experiments.records import made_header
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.append(str(Path(__file__).resolve().parent))
-sys.path.append(str(ROOT / "scripts" / "experiments"))
-from records import made_header  # noqa: E402
-from machine import describe_machine  # noqa: E402
 
 PAD, EOS, UNK = 1, 2, 3
 RL_TARGET = 2.0  # one self_critical_rouge update costs at most 2 x one ML update

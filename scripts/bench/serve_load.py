@@ -32,11 +32,9 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from scripts.experiments.records import made_header
+
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-sys.path.append(str(ROOT / "scripts" / "experiments"))
-from records import made_header  # noqa: E402
 
 
 def percentile(values: List[float], q: float) -> float:

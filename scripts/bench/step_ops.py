@@ -41,9 +41,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_step import build, move_to, synchronize, train_batches  # noqa: E402
-from throughput_runners import ROOT, TRAIN_FLAGS  # noqa: E402
+from scripts.bench.profile_step import build, move_to, synchronize, train_batches
+from scripts.bench.throughput_runners import ROOT, TRAIN_FLAGS
 
 METADATA = {  # operators that launch no kernel: views, shape queries, no-op conversions, allocations
     "aten::view", "aten::select", "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose",

@@ -89,18 +89,16 @@ import sys
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flops import batch_count, dataset_lengths, model_flops  # noqa: E402
-from machine import cache_sizes, describe_machine, matmul_peak  # noqa: E402
-from peers import onmt  # noqa: E402
+from scripts.bench.flops import batch_count, dataset_lengths, model_flops
+from scripts.bench.machine import cache_sizes, describe_machine, matmul_peak
+from scripts.bench.peers import onmt
+from scripts.bench.throughput_measures import add_utilisation, measure_quantize, measure_rl
+from scripts.bench.throughput_report import decode_key, median_run, quantize_lines, report
+from scripts.bench.throughput_runners import (ALL_MODELS, LENGTHS, MODELS, REFERENCE, ROW_ORDER, TARGETS, OnmtRows,
+                                              decode_fairseq, fail, make_decode_subset, prepare_lcsts, train_fairseq)
+from scripts.experiments.records import made_header
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-from records import made_header  # noqa: E402
-from throughput_measures import add_utilisation, measure_quantize, measure_rl  # noqa: E402
-from throughput_report import decode_key, median_run, quantize_lines, report  # noqa: E402
-from throughput_runners import (ALL_MODELS, LENGTHS, MODELS, REFERENCE, ROW_ORDER, TARGETS, OnmtRows,  # noqa: E402
-                                decode_fairseq, fail, make_decode_subset, prepare_lcsts, train_fairseq)
 
 # ---------------------------------------------------------------------------------------------- main
 def resolve_device(device: str) -> str:

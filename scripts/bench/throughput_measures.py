@@ -5,10 +5,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from throughput_runners import (NUMBERED_HYPOTHESIS, REFERENCE, RL_ML_ARGS, ROOT, SIZES, fail,  # noqa: E402
-                                fairseq_decode_command, parse_generate, run_measured)
+from scripts.bench.throughput_runners import (NUMBERED_HYPOTHESIS, REFERENCE, RL_ML_ARGS, ROOT, SIZES, fail,
+                                              fairseq_decode_command, parse_generate, run_measured)
 
 
 # ---------------------------------------------------------------------------------------------- RL row
@@ -25,7 +23,7 @@ def rl_call(args, bin_dir: Path) -> dict:
 
 def measure_rl(args, bin_dir: Path) -> dict:
     """The RL row's figures: compare_update_speed's dict, with the checkpoint and maximum length it ran with."""
-    from reward_speed import compare_update_speed
+    from scripts.bench.reward_speed import compare_update_speed
 
     call = rl_call(args, bin_dir)
     if not Path(call["checkpoint"]).is_file():

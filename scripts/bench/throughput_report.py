@@ -1,15 +1,11 @@
 """The report of scripts/bench/throughput.py: the table of every row, the RL and int8 lines, and each ratio
 against its target."""
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flops import DCA_AGENTS, DCA_LAYERS  # noqa: E402
-from reward_speed import RL_TARGET  # noqa: E402  (an RL update costs at most 2 x an ML update)
-
-from throughput_runners import (LENGTHS, PAULUS_TARGET, QUANTIZE_TARGET, REFERENCE, RL_ML_ARGS,  # noqa: E402
-                                STOCK)
+from scripts.bench.flops import DCA_AGENTS, DCA_LAYERS
+from scripts.bench.reward_speed import RL_TARGET  # an RL update costs at most 2 x an ML update
+from scripts.bench.throughput_runners import LENGTHS, PAULUS_TARGET, QUANTIZE_TARGET, REFERENCE, RL_ML_ARGS, STOCK
 
 
 # ---------------------------------------------------------------------------------------------- report

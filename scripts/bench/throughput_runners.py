@@ -9,13 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flops import DCA_AGENTS, DCA_LAYERS  # noqa: E402
-from peers import onmt  # noqa: E402
+from scripts.bench.flops import DCA_AGENTS, DCA_LAYERS
+from scripts.bench.peers import onmt
+from scripts.experiments.corpora import LCSTS, lcsts_convert, require
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-from corpora import LCSTS, lcsts_convert, require  # noqa: E402
 
 # emb 128, bidirectional encoder 2 x 256, decoder 256, one layer each, same dropout.
 SIZES = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-hidden-size", "256",

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput_runners import MODELS, ROOT, fairseq_train_command  # noqa: E402
+from scripts.bench.throughput_runners import MODELS, ROOT, fairseq_train_command
 
 SYNCS = r"method 'item'|method 'tolist'|method 'cpu'|synchronize|method 'to' of|_local_scalar_dense"
 

@@ -4,12 +4,7 @@ the same options (training words/s, decode sentences/s and peak memory of pgn_ls
 
     python scripts/bench/train_throughput.py [throughput.py options]
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from throughput import main  # noqa: E402
+from scripts.bench.throughput import main
 
 if __name__ == "__main__":
     main()

@@ -33,10 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import Dict
 
-from corpora import aclsum_raw, csl_raw
-from lib import (ARCHIVE_SUFFIX, ROOT, Experiment, invocation, lead, official_rouge, pack, paired_intervals,
-                 read_lines, unpack, write_lines)
-from records import provenance, train_or_reuse, training_record
+from scripts.experiments.corpora import aclsum_raw, csl_raw
+from scripts.experiments.lib import (ARCHIVE_SUFFIX, ROOT, Experiment, invocation, lead, official_rouge, pack,
+                                     paired_intervals, read_lines, unpack, write_lines)
+from scripts.experiments.records import provenance, train_or_reuse, training_record
 
 CORPORA = {"aclsum": ("scitldr_small", "en"), "csl": ("lcsts_char", "zh")}
 LEAD = {"aclsum": 1, "csl": 20}  # the trivial baseline: the first sentence (English) or 20 characters (Chinese)

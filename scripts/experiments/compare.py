@@ -53,15 +53,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import paper_scale  # noqa: E402
-import slurm_launcher  # noqa: E402
-import slurm_table  # noqa: E402
-from corpora import cnndm_raw, lcsts_raw  # noqa: E402
-from lib import (ROOT, Experiment, LockedError, abstraction, baseline_flags, config_array, decode_facts,  # noqa: E402
-                 hold_lock, lead, official_rouge, read_lines, repetition, train_facts, write_lines)
-import records  # noqa: E402
-from records import decoding_code, package_version, provenance, read_record, sha256, test_data  # noqa: E402
+from scripts.experiments import paper_scale, records, slurm_launcher, slurm_table
+from scripts.experiments.corpora import cnndm_raw, lcsts_raw
+from scripts.experiments.lib import (ROOT, Experiment, LockedError, abstraction, baseline_flags, config_array,
+                                     decode_facts, hold_lock, lead, official_rouge, read_lines, repetition, train_facts,
+                                     write_lines)
+from scripts.experiments.records import decoding_code, package_version, provenance, read_record, sha256, test_data
 
 SPLITS = ("train", "valid", "test")
 ONE_SEED = "Each system trains with its config's --seed unless its options below give another: one seed per row."

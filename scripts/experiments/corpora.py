@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional
 
-from lib import read_lines, write_lines
+from scripts.experiments.lib import read_lines, write_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"

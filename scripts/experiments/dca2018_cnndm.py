@@ -54,9 +54,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import paper_scale  # noqa: E402
-import slurm_launcher  # noqa: E402
+from scripts.experiments import paper_scale, slurm_launcher
 
 SIZES = "--encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-hidden-size 128 --decoder-hidden-size 128"
 SINGLE = f"{SIZES} --no-coverage --coverage-lambda 0"
@@ -161,13 +159,13 @@ def main():
         return paper_scale.run(paper_scale.DCA2018, args)
     args.work = args.work or ROOT / "runs" / "dca2018_cnndm"
     if args.archive:
-        from dca2018_report import archive
+        from scripts.experiments.dca2018_report import archive
 
         copies = archive(*args.archive)
         print(f"dca2018_cnndm: {len(copies)} files packed into {args.archive[1]}", file=sys.stderr)
         return
     if args.report:
-        from dca2018_report import report
+        from scripts.experiments.dca2018_report import report
 
         text = report(args.report, args.out, "python scripts/experiments/dca2018_cnndm.py "
                       + " ".join(shlex.quote(a) for a in sys.argv[1:]), declared())

@@ -45,12 +45,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from records import code_record, provenance, training_code  # noqa: E402
-from lib import (ARCHIVE_SUFFIX, ROOT, ROUGE_ROW, RUN_FILES, Experiment, against_paper,  # noqa: E402
-                 baseline_flags, option_groups, pack, paired_intervals, per_doc_rouge, read_lines, repetition,
-                 sentences, shown_intervals, split_seed, train_facts, unpack, verdict, work_language)
+from scripts.experiments.records import code_record, provenance, training_code
+from scripts.experiments.lib import (ARCHIVE_SUFFIX, ROOT, ROUGE_ROW, RUN_FILES, Experiment, against_paper,
+                                     baseline_flags, option_groups, pack, paired_intervals, per_doc_rouge, read_lines,
+                                     repetition, sentences, shown_intervals, split_seed, train_facts, unpack, verdict,
+                                     work_language)
 
 RESAMPLES = 10000
 

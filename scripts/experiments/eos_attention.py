@@ -23,21 +23,20 @@ sum_i min(a_1i, a_2i), and p_gen (See eq 8) at the second step.
 """
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Dict, List
 
 import numpy as np
 
-from lib import ROOT, Experiment, official_rouge, pack, paired_intervals, read_lines, shown_intervals, verdict
-from records import made_header, read_record, train_or_reuse, training_record
-from short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user, config_of, exp_raw,
-                           model_tokens, prepared, reference_figures, seed_options, stutter_figures)
-
-sys.path.insert(0, str(ROOT))
-from fairseq_plugins.scoring import summary_stats  # noqa: E402
-from fairseq_plugins.scoring.significance import paired_bootstrap  # noqa: E402
+from fairseq_plugins.scoring import summary_stats
+from fairseq_plugins.scoring.significance import paired_bootstrap
+from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack, paired_intervals, read_lines,
+                                     shown_intervals, verdict)
+from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
+from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user,
+                                               config_of, exp_raw, model_tokens, prepared, reference_figures,
+                                               seed_options, stutter_figures)
 
 SETTINGS = ("renormalise", "generate")
 ROWS = [(setting, decoding) for setting in SETTINGS for decoding in ("old", "new")]

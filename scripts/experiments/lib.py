@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_plugins.scoring import summary_stats
+from fairseq_plugins.scoring.significance import paired_bootstrap, read_per_doc
+from fairseq_plugins.text import textio
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's fairseq_plugins, whichever checkout the venv was installed from
-from fairseq_plugins.scoring import summary_stats  # noqa: E402
-from fairseq_plugins.scoring.significance import paired_bootstrap, read_per_doc  # noqa: E402
-from fairseq_plugins.text import textio  # noqa: E402
 
 ROUGE_ROW = re.compile(r"^(ROUGE-(?:1|2|L))\s+([\d.]+)\s+\[", re.M)
 TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")

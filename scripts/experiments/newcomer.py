@@ -30,9 +30,9 @@ import urllib.request
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from checkpoint_choice import CORPORA, prepared
-from lib import ROOT, Experiment, read_lines, write_lines
-from records import read_record, train_or_reuse, training_record
+from scripts.experiments.checkpoint_choice import CORPORA, prepared
+from scripts.experiments.lib import ROOT, Experiment, read_lines, write_lines
+from scripts.experiments.records import read_record, train_or_reuse, training_record
 
 DRAIN_TEST = "tests/test_serve.py::test_sigterm_under_load_answers_every_accepted_request_and_exits_0"
 SHOWN = re.compile(r"^\s*(budget:|model |update \d+|end of epoch|validation at|Stopping|done training|best:|last:)")

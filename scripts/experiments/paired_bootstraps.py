@@ -27,9 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, invocation, pack, paired_intervals,  # noqa: E402
-                 per_doc_rouge, split_seed, unpack, verdict, work_language)
+from scripts.experiments.lib import (ARCHIVE_SUFFIX, RUN_FILES, Experiment, invocation, pack, paired_intervals,
+                                     per_doc_rouge, split_seed, unpack, verdict, work_language)
 
 RESAMPLES = 10000
 

@@ -49,10 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpora import CNNDM, LCSTS, cnndm_documents, lcsts_convert, require  # noqa: E402
-from lib import ROOT, Experiment, config_array, read_lines, write_lines  # noqa: E402
-from records import made_header  # noqa: E402
+from scripts.experiments.corpora import CNNDM, LCSTS, cnndm_documents, lcsts_convert, require
+from scripts.experiments.lib import ROOT, Experiment, config_array, read_lines, write_lines
+from scripts.experiments.records import made_header
 
 DRY_RUN_UPDATES = 3
 GPU_DRY_RUN_UPDATES = 6  # on a GPU: cheap, and the first updates there also pay for cuDNN's and cuBLAS's set-up
@@ -222,7 +221,7 @@ def command_line_table(args, systems) -> Table:
 
 def table_main(table: Table, doc: str, argv=None) -> None:
     """The command line of a table script that exists at paper scale only (see2017_table1.py, paulus2017_table.py)."""
-    import slurm_launcher
+    from scripts.experiments import slurm_launcher
 
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, help=f"work folder (default runs/{table.name}_paper, dry run "
@@ -247,7 +246,7 @@ def run(table: Table, args, substitutions: Optional[dict] = None) -> None:
 
 def compare_command(table: Table, args, substitutions: dict) -> list:
     """compare.py's command line of the full table (each system's updates as its own --max-update)."""
-    import slurm_launcher
+    from scripts.experiments import slurm_launcher
 
     first = table.systems[0].updates
     cmd = [sys.executable, ROOT / "scripts" / "experiments" / "compare.py", "--name", f"{table.name}_paper",
@@ -391,8 +390,7 @@ def full_batches(trainer, size: int, count: int) -> list:
 
 def update_flops(args, task, spec: dict) -> float:
     """scripts/bench/flops.py: one update at the paper's batch, documents like the slice's training split."""
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    import flops
+    from scripts.bench import flops
 
     from fairseq_plugins.text.markers import first_marker_index
 
@@ -551,8 +549,7 @@ def gpu_lines(table: Table, rows: List[dict], batch: int) -> List[str]:
 def dry_run_header(args, seconds: float) -> list:
     """--table all's report opens with the command, commit and machine (records.made_header), the load and time of
     the run (``seconds``) and what each column holds."""
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    from machine import describe_machine
+    from scripts.bench.machine import describe_machine
 
     load = os.getloadavg()
     return ["# The seed tables at paper scale: dry run", "", *made_header("paper_scale.py", args.argv), "",

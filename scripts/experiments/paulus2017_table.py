@@ -17,11 +17,7 @@ epochs at batch 50) and 25,000 for each RL phase are chosen, in scripts/experime
 docs/results/paper_scale_dry_run.md).
 The CPU-scale runs of this model are on LCSTS (docs/results/lcsts_paulus_and_rl.md).
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import paper_scale  # noqa: E402
+from scripts.experiments import paper_scale
 
 if __name__ == "__main__":
     paper_scale.table_main(paper_scale.PAULUS2017, __doc__)

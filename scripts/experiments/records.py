@@ -17,12 +17,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from lib import ROOT, Experiment, invocation, option_groups
+from scripts.experiments.lib import ROOT, Experiment, invocation, option_groups
 
 
 RECORD = "training.json"  # beside a trained system: how it was trained (training_record)
@@ -66,8 +65,7 @@ def provenance(seeds: str) -> str:
     (a sentence on the seeds behind its rows)."""
     import torch
 
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    from machine import cpu_model
+    from scripts.bench.machine import cpu_model
 
     gpu = f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "; no GPU"
     return (f"Made at commit {git_commit() or 'unknown (not a git checkout)'} on "

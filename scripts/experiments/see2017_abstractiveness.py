@@ -24,10 +24,9 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpora import CNNDM, cnndm_documents  # noqa: E402
-from lib import ROOT, Experiment, write_lines  # noqa: E402
-from records import made_header  # noqa: E402
+from scripts.experiments.corpora import CNNDM, cnndm_documents
+from scripts.experiments.lib import ROOT, Experiment, write_lines
+from scripts.experiments.records import made_header
 
 SYSTEMS = ("baseline", "pointer_gen", "pointer_gen_cov")
 ENCODER_STEPS = 400  # See et al., section 5: articles truncated to 400 tokens for training and test

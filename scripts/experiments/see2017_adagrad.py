@@ -45,11 +45,9 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpora import CNNDM, cnndm_lines, require  # noqa: E402
-from lib import ROOT, Experiment, config_array  # noqa: E402
-from records import made_header  # noqa: E402
-from records import train_or_reuse, training_record  # noqa: E402
+from scripts.experiments.corpora import CNNDM, cnndm_lines, require
+from scripts.experiments.lib import ROOT, Experiment, config_array
+from scripts.experiments.records import made_header, train_or_reuse, training_record
 
 SCITLDR = ROOT / "data" / "scitldr"
 LR = "0.15"  # See et al. (2017), section 5

@@ -15,11 +15,7 @@ tokens.  The rows are scripts/experiments/paper_scale.py's SEE2017.  --dry-run b
 trains each 3 updates on a slice of ../shared/data (paper_scale.py's docstring) to budget the run.  The CPU-scale
 runs of these models are configs/dtu_*.conf and scripts/experiments/see2017_adagrad.py.
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import paper_scale  # noqa: E402
+from scripts.experiments import paper_scale
 
 if __name__ == "__main__":
     paper_scale.table_main(paper_scale.SEE2017, __doc__)

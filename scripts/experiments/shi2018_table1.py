@@ -53,14 +53,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare  # noqa: E402
-import paper_scale  # noqa: E402
-import slurm_launcher  # noqa: E402
-from corpora import lcsts_raw  # noqa: E402
-from lib import (ROOT, Experiment, lead, pack, paired_intervals, per_doc_rouge, read_lines, train_facts,  # noqa: E402
-                 verdict, write_lines)
-from records import provenance, sha256, train_or_reuse, training_record  # noqa: E402
+from scripts.experiments import compare, paper_scale, slurm_launcher
+from scripts.experiments.corpora import lcsts_raw
+from scripts.experiments.lib import (ROOT, Experiment, lead, pack, paired_intervals, per_doc_rouge, read_lines,
+                                     train_facts, verdict, write_lines)
+from scripts.experiments.records import provenance, sha256, train_or_reuse, training_record
 
 ROWS = {
     1: "baseline",

@@ -38,13 +38,11 @@ import urllib.request
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from corpora import cnndm_lead_headline_raw, lcsts_raw
-from lib import (ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines, shown_intervals,
-                 verdict, write_lines)
-from records import made_header, read_record, train_or_reuse, training_record
-
-sys.path.insert(0, str(ROOT))
-from fairseq_plugins.scoring import summary_stats  # noqa: E402
+from fairseq_plugins.scoring import summary_stats
+from scripts.experiments.corpora import cnndm_lead_headline_raw, lcsts_raw
+from scripts.experiments.lib import (ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines,
+                                     shown_intervals, verdict, write_lines)
+from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 
 ZH_WORDS = """source "{root}/configs/scitldr_small.conf"
 # scitldr_small with Chinese words (jieba) as its units, its vocabulary size and lengths kept: a newcomer's

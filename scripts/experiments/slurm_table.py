@@ -19,9 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import records
-import slurm_launcher as slurm
-from lib import ROOT, Experiment
+from scripts.experiments import records
+from scripts.experiments import slurm_launcher as slurm
+from scripts.experiments.lib import ROOT, Experiment
 
 COMPARE = Path(__file__).resolve().parent / "compare.py"
 TRAIN_SBATCH = ROOT / "scripts" / "slurm" / "train.sbatch"

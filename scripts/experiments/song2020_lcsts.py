@@ -45,9 +45,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import paper_scale  # noqa: E402
-import slurm_launcher  # noqa: E402
+from scripts.experiments import paper_scale, slurm_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 # global_gate_gru_small's sizes, the output layer tied to the embeddings as in the other systems of the table

@@ -1,0 +1,1 @@
+"""The commands beside the package (python scripts/NAME.py): experiments/, bench/, launch/, the old command names."""
