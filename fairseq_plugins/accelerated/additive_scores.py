@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from fairseq_plugins.accelerated.cpu_cache import block_size
+from fairseq_plugins.accelerated.precision import outside_autocast
 from fairseq_plugins.accelerated.step_gradient import StepGradient, step_gradient
 
 # Floats per thread in one block.  None: from this CPU's L2 cache (cpu_cache.block_size, read at the first
@@ -212,8 +213,7 @@ class AdditiveScores(torch.autograd.Function):
         return scores_step(keys, scores_operands(query, coverage, coverage_weight), v)
 
     @staticmethod
-    @torch.autocast(device_type="cuda", enabled=False)
-    @torch.autocast(device_type="cpu", enabled=False)
+    @outside_autocast
     def backward(ctx, grad_scores):
         keys, query, coverage, coverage_weight, v = ctx.saved_tensors
         grads = ScoreGradients(keys, coverage_weight is not None, ctx.key_gradient)

@@ -35,6 +35,7 @@ from torch import Tensor
 
 from fairseq_plugins.accelerated.additive_scores import (ScoreGradients, scores_backward_step, scores_operands,
                                                       scores_step)
+from fairseq_plugins.accelerated.precision import outside_autocast
 from fairseq_plugins.accelerated.step_gradient import StepGradient
 
 
@@ -71,6 +72,18 @@ class BackwardInputs(NamedTuple):
     states: Tensor  # B x T x H   s_t
     contexts: Tensor  # B x T x C   h*_t
     attn: Tensor  # B x T x S   a^t
+
+
+class OutputGradients(NamedTuple):
+    """The gradients of the loop's six outputs, as autograd passes them to a backward (None: zero)."""
+
+    per_step: List[Optional[Tensor]]  # of states, contexts, attn and coverage, B x T x D each
+    cell: Optional[Tensor]  # of the last cell c_T, B x H
+    last_coverage: Optional[Tensor]  # of c^{T+1}, B x S
+
+    @classmethod
+    def of(cls, grads) -> "OutputGradients":
+        return cls(list(grads[:4]), grads[4], grads[5])
 
 
 def loop_inputs(w_feed, w_hidden, w_query, w_coverage, v, keys, values, padding_mask, hidden, cell, feed, coverage):
@@ -253,14 +266,12 @@ class FusedSteps(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @torch.autocast(device_type="cuda", enabled=False)
-    @torch.autocast(device_type="cpu", enabled=False)
-    def backward(ctx, grad_states, grad_contexts, grad_attn, grad_coverage, grad_cell, grad_last_coverage):
-        tensors, kept = ctx.saved_tensors, ctx.intermediate
+    @outside_autocast
+    def backward(ctx, *grads):
+        tensors, kept, grads = ctx.saved_tensors, ctx.intermediate, OutputGradients.of(grads)
         saved = BackwardInputs(kept["acts"], kept["cells"], kept["tanh_cells"], kept["operands"], kept["accumulate"],
                                StepWeights(*tensors[:5]), Memory(*tensors[5:8]), list(tensors[8:12]), *tensors[12:15])
-        return (None, *backward_loop(saved, [grad_states, grad_contexts, grad_attn, grad_coverage],
-                                     grad_cell, grad_last_coverage))
+        return (None, *backward_loop(saved, grads.per_step, grads.cell, grads.last_coverage))
 
 
 def per_step(tensor: Optional[Tensor], like: Tensor) -> List[Tensor]:

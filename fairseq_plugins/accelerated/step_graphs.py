@@ -22,8 +22,10 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.accelerated.fused_steps import (BackwardInputs, Memory, StepWeights, backward_loop, check_shapes,
-                                                  computation_inputs, gradient_sizes, loop_inputs, run_loop)
+from fairseq_plugins.accelerated.fused_steps import (BackwardInputs, Memory, OutputGradients, StepWeights,
+                                                  backward_loop, check_shapes, computation_inputs, gradient_sizes,
+                                                  loop_inputs, run_loop)
+from fairseq_plugins.accelerated.precision import outside_autocast
 
 BUCKETS = (8, 8, 16)  # documents, steps, source positions are rounded up to multiples of these
 MEMORY_SHARE = 0.5  # of the GPU's memory, at most, for the captured shapes of one GraphCache
@@ -319,11 +321,10 @@ class GraphedSteps(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @torch.autocast(device_type="cuda", enabled=False)
-    @torch.autocast(device_type="cpu", enabled=False)
-    def backward(ctx, grad_states, grad_contexts, grad_attn, grad_coverage, grad_cell, grad_last_coverage):
-        grads = ctx.captured.backward(ctx.kept, ctx.call, [grad_states, grad_contexts, grad_attn, grad_coverage],
-                                      grad_cell, grad_last_coverage)
+    @outside_autocast
+    def backward(ctx, *grads):
+        grads = OutputGradients.of(grads)
+        grads = ctx.captured.backward(ctx.kept, ctx.call, grads.per_step, grads.cell, grads.last_coverage)
         ctx.kept = ctx.call = None
         return (None, None, *grads)
 
