@@ -31,8 +31,8 @@ import numpy as np
 
 from fairseq_plugins.scoring import summary_stats
 from fairseq_plugins.scoring.significance import paired_bootstrap
-from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack, paired_intervals, read_lines,
-                                     shown_intervals, verdict)
+from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack_beside, paired_intervals, read_lines,
+                                     shown_intervals, verdict, write_report)
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user,
                                                config_of, exp_raw, model_tokens, prepared, reference_figures,
@@ -189,10 +189,8 @@ def main():
     results = {"references": reference_figures(data)}
     for seed in args.seeds:
         results[seed] = seed_results(exp, data_exp, data, seed, args.max_update, args.reuse_stale)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report(args, results, started), encoding="utf-8")
-        exp.log(f"seed {seed} done: {args.out}")
-    pack(exp.work, ARCHIVED, args.out.parent / args.out.stem / "run.tar.xz")
+        write_report(exp, args.out, report(args, results, started), f"seed {seed} done")
+    pack_beside(exp.work, ARCHIVED, args.out)
 
 
 if __name__ == "__main__":

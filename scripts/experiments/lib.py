@@ -189,6 +189,18 @@ RUN_FILES = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", 
              "models/*/test_stats.json", "models/*/training.json")
 
 
+def write_report(exp: "Experiment", out: Path, text: str, done: str) -> None:
+    """Writes a report to OUT (its folder made) and says ``done`` with its path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    exp.log(f"{done}: {out}")
+
+
+def pack_beside(work: Path, patterns: Sequence[str], report: Path) -> List[str]:
+    """``pack`` into the archive beside a report: docs/results/NAME.md -> docs/results/NAME/run.tar.xz."""
+    return pack(work, patterns, report.parent / report.stem / f"run{ARCHIVE_SUFFIX}")
+
+
 def pack(work: Path, patterns: Sequence[str], dest: Path) -> List[str]:
     """Packs the files of WORK that match ``patterns`` (globs, in their order) into DEST, a .tar.xz, under their
     paths in WORK; returns those paths."""

@@ -40,8 +40,8 @@ from typing import Dict, List, Sequence
 
 from fairseq_plugins.scoring import summary_stats
 from scripts.experiments.corpora import cnndm_lead_headline_raw, lcsts_raw
-from scripts.experiments.lib import (ROOT, Experiment, lead, official_rouge, pack, paired_intervals, read_lines,
-                                     shown_intervals, verdict, write_lines)
+from scripts.experiments.lib import (ROOT, Experiment, lead, official_rouge, pack_beside, paired_intervals,
+                                     read_lines, shown_intervals, verdict, write_lines, write_report)
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 
 ZH_WORDS = """source "{root}/configs/scitldr_small.conf"
@@ -381,10 +381,8 @@ def main():
                                        for m in ("before", "after")}
         if seed == args.seeds[0]:
             results[seed]["unk_paths"] = unk_paths(exp, data, exp.work / f"seed{seed}" / "after")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report(args, results, started), encoding="utf-8")
-        exp.log(f"seed {seed} done: {args.out}")
-    pack(exp.work, ARCHIVED, args.out.parent / args.out.stem / "run.tar.xz")
+        write_report(exp, args.out, report(args, results, started), f"seed {seed} done")
+    pack_beside(exp.work, ARCHIVED, args.out)
 
 
 if __name__ == "__main__":
