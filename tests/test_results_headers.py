@@ -143,7 +143,7 @@ def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch)
     results["references"] = row([0.0])["stutter"]
     monkeypatch.setattr(eos_attention, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
     monkeypatch.setattr(sys, "argv", ["eos_attention.py", "--seeds", "1", "2"])
-    lines = eos_attention.report(argparse.Namespace(max_update=600), results, 0.0).splitlines()
+    lines = eos_attention.report(argparse.Namespace(max_update=600, corpus="lcsts"), results, 0.0).splitlines()
     assert_made(lines[2:], "python scripts/experiments/eos_attention.py --seeds 1 2")
     text = "\n".join(lines)
     assert "| 1 | renormalise | old | 20.00 | 10.00 | 18.00 | 0 | 100.0 | 50.0 | 0.0 | 8.0 |" in text

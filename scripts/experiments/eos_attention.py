@@ -1,7 +1,7 @@
 """The attention on the source's </s>: renormalised away from the copy side, or given to generation (a sentinel).
 
-    python scripts/experiments/eos_attention.py [--work runs/eos_attention] [--seeds 1 2] [--max-update 600]
-        [--out docs/results/eos_attention.md] [--reuse-stale]
+    python scripts/experiments/eos_attention.py [--corpus cnndm|lcsts] [--work WORK] [--seeds 1 2]
+        [--max-update 600] [--out docs/results/eos_attention.md] [--reuse-stale]
 
 fairseq appends </s> to every source.  The pointer-generator attends to it but never copies it; where its attention
 goes is ``--eos-attention`` (modules/copy_mixture.py):
@@ -10,10 +10,10 @@ goes is ``--eos-attention`` (modules/copy_mixture.py):
   generate     the attention on </s> joins p_gen's share, P(w) = (p_gen + (1 - p_gen) a_</s>) P_vocab(w) +
                (1 - p_gen) sum_{i: w_i = w, w_i != </s>} a_i (the sentinel of Merity et al. 2017): a word is
                copied only from the attention on it, which coverage then records.
-The corpus is short_targets.py's LCSTS in jieba words (its data folder, runs/short_targets_lcsts/data, is made or
-reused), where an undertrained model doubles its first word.  For each seed, both settings are trained by
-./train.sh DATA MODEL --max-update UPDATES --eos-attention SETTING with everything else the default config's (at
-600 updates the renormalised model is short_targets.py's *before* model, which is reused from its folder), and
+The corpora are short_targets.py's (its data folder, runs/short_targets/data or runs/short_targets_lcsts/data, is
+made or reused): CNN/DailyMail leads -> first highlight, where every model puts its first step's attention on </s>,
+or LCSTS in jieba words.  For each seed, both settings are trained by ./train.sh DATA MODEL --max-update UPDATES
+--eos-attention SETTING with everything else the default config's (short_targets.py's *before* budget), and
 decoded by ./generate.sh --split test --no-detok with the defaults ("new") and with the decoding of before
 (--allow-unk --block-ngram-repeat 0, "old").  ROUGE is official ROUGE-1.5.5, the paired intervals 95 % bootstraps
 over the test documents per seed (ROUGE and the per-summary stutter indicators), the verdicts the project's rule.
@@ -46,23 +46,28 @@ ARCHIVED = ("seed*/*.sum", "seed*/*.json", "logs/rouge_*.per_doc.tsv", "logs/rou
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "eos_attention")
-    parser.add_argument("--data-work", type=Path, default=ROOT / "runs" / "short_targets_lcsts",
-                        help="short_targets.py --corpus lcsts's work folder, whose data/ is made or reused")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="cnndm")
+    parser.add_argument("--work", type=Path, help="default: runs/eos_attention (cnndm), runs/eos_attention_lcsts")
+    parser.add_argument("--data-work", type=Path, help="short_targets.py's work folder for the corpus, whose data/ "
+                        "is made or reused (default: runs/short_targets, runs/short_targets_lcsts)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--max-update", type=int, default=600, help="the training budget (short_targets.py's "
-                        "before budget by default)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "eos_attention.md")
+    parser.add_argument("--max-update", type=int, default=BEFORE_UPDATES,
+                        help="the training budget (short_targets.py's before budget by default)")
+    parser.add_argument("--out", type=Path, help="default: docs/results/eos_attention.md (cnndm), "
+                        "docs/results/eos_attention_lcsts.md")
     parser.add_argument("--reuse-stale", action="store_true",
                         help="reuse finished trainings made by older code (the report names their commit)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    suffix = "" if args.corpus == "cnndm" else f"_{args.corpus}"
+    args.work = args.work or ROOT / "runs" / f"eos_attention{suffix}"
+    args.data_work = args.data_work or ROOT / "runs" / f"short_targets{suffix}"
+    args.out = args.out or ROOT / "docs" / "results" / f"eos_attention{suffix}.md"
+    return args
 
 
-def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, updates: int, stale: bool,
-            before: Path) -> Path:
-    """WORK/seedS/SETTING, or ``before`` (short_targets.py's before model) where it is the same training."""
+def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, updates: int, stale: bool) -> Path:
+    model = exp.work / f"seed{seed}" / setting
     options = ["--max-update", str(updates), "--eos-attention", setting, *seed_options(seed)]
-    model = before if setting == "renormalise" and updates == BEFORE_UPDATES else exp.work / f"seed{seed}" / setting
     train_or_reuse(as_a_user(exp), f"seed {seed} {setting}", model, f"train_{seed}_{setting}.terminal",
                    training_record(config, options, data), [ROOT / "train.sh", data, model, *options],
                    reuse_stale=stale)
@@ -86,12 +91,12 @@ def indicators(lines: List[str], tokenize) -> np.ndarray:
     return np.array(rows)
 
 
-def figures(exp: Experiment, data: Path, summaries: Path, name: str) -> Dict:
+def figures(exp: Experiment, data: Path, summaries: Path, name: str, lang: str) -> Dict:
     lines, tokenize = read_lines(summaries), model_tokens(data)
     per_doc = exp.logs / f"rouge_{name}.per_doc.tsv"
-    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", "zh",
+    exp.run(["summ-rouge", "--refs", data / "ref" / "test.tgt", "--hyps", summaries, "--lang", lang,
              "--per-doc", per_doc], f"rouge_{name}.per_doc.log")
-    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, "zh", name), "per_doc": str(per_doc),
+    return {"rouge": official_rouge(exp, data / "ref" / "test.tgt", summaries, lang, name), "per_doc": str(per_doc),
             "stutter": stutter_figures(lines, tokenize), "indicators": indicators(lines, tokenize).tolist()}
 
 
@@ -112,17 +117,17 @@ def first_steps(model: Path, data: Path) -> Dict[str, float]:
             "summaries": len(eos)}
 
 
-def seed_results(exp: Experiment, data_exp: Experiment, data: Path, seed: int, updates: int, stale: bool) -> Dict:
+def seed_results(exp: Experiment, data_exp: Experiment, corpus: str, data: Path, seed: int, updates: int,
+                 stale: bool) -> Dict:
     """One seed's rows and first-step figures, kept in WORK/seedS/results.json while newer than its models."""
-    config = config_of(data_exp, "lcsts")  # short_targets.py's config file, so that its trainings are the same
-    before = data_exp.work / f"seed{seed}" / "before"
-    models = {setting: trained(exp, config, data, seed, setting, updates, stale, before) for setting in SETTINGS}
+    config = config_of(data_exp, corpus)  # short_targets.py's config
+    models = {setting: trained(exp, config, data, seed, setting, updates, stale) for setting in SETTINGS}
     kept = exp.work / f"seed{seed}" / "results.json"
     newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
     if kept.is_file() and kept.stat().st_mtime > newest:
         return json.loads(kept.read_text(encoding="utf-8"))
     rows = {f"{s}_{d}": figures(exp, data, decoded(exp, models[s], data, exp.work / f"seed{seed}" / f"{s}_{d}.sum", d),
-                                f"{seed}_{s}_{d}") for s, d in ROWS}
+                                f"{seed}_{s}_{d}", CORPORA[corpus][3]) for s, d in ROWS}
     results = {"rows": rows, "first_steps": {s: first_steps(models[s], data) for s in SETTINGS},
                "trained_at": {s: read_record(models[s])["code"]["commit"] for s in SETTINGS}}
     kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
@@ -143,10 +148,10 @@ def report(args, results: Dict, started: float) -> str:
     trained_at = "; ".join(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in results[s]["trained_at"].items())
                            for s in seeds)
     lines += ["", f"Trained at commits {trained_at}.", "",
-              f"{CORPORA['lcsts'][0]}; `./train.sh DATA MODEL --max-update {args.max_update} --eos-attention "
+              f"{CORPORA[args.corpus][0]}; `./train.sh DATA MODEL --max-update {args.max_update} --eos-attention "
               "SETTING`.  "
               "*old*: decoded `--allow-unk --block-ngram-repeat 0`; *new*: decoded with the defaults.  ROUGE: official "
-              "ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`, characters as ids).", ""]
+              "ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
     lines += ["| seed | --eos-attention | decoding | R-1 | R-2 | R-L | " + " | ".join(n for _, n in STUTTER) + " |",
               "|" + "---|" * (6 + len(STUTTER))]
     for seed in seeds:
@@ -185,10 +190,10 @@ def main():
     args = parse_args()
     started = time.time()
     exp, data_exp = Experiment("eos_attention", args.work), Experiment("short_targets", args.data_work)
-    data = prepared(data_exp, "lcsts")
+    data = prepared(data_exp, args.corpus)
     results = {"references": reference_figures(data)}
     for seed in args.seeds:
-        results[seed] = seed_results(exp, data_exp, data, seed, args.max_update, args.reuse_stale)
+        results[seed] = seed_results(exp, data_exp, args.corpus, data, seed, args.max_update, args.reuse_stale)
         write_report(exp, args.out, report(args, results, started), f"seed {seed} done")
     pack_beside(exp.work, ARCHIVED, args.out)
 
