@@ -141,6 +141,7 @@ def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch)
     results = {seed: {"rows": rows, "first_steps": steps, "trained_at": {"renormalise": "abc", "generate": "abc"}}
                for seed in (1, 2)}
     results["references"] = row([0.0])["stutter"]
+    results["lead"] = {"name": "LEAD-20 characters", "rouge": {"ROUGE-1": 25.0, "ROUGE-2": 9.0, "ROUGE-L": 22.0}}
     monkeypatch.setattr(eos_attention, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
     monkeypatch.setattr(sys, "argv", ["eos_attention.py", "--seeds", "1", "2"])
     lines = eos_attention.report(argparse.Namespace(max_update=600, corpus="lcsts"), results, 0.0).splitlines()
@@ -152,3 +153,4 @@ def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch)
     immediate = next(line for line in lines if line.startswith("| new | summary with an immediate repeat"))
     assert "+0.00" in immediate and "inconclusive" in immediate  # the same indicators: no difference
     assert "| 2 | generate | 0.90 | 0.10 | 0.30 |" in text
+    assert "| | LEAD-20 characters | | 25.00 |" in text and "**Below LEAD-20 characters on ROUGE-1**: seed 1" in text

@@ -35,8 +35,8 @@ from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack_besi
                                      shown_intervals, verdict, write_report)
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user,
-                                               config_of, exp_raw, model_tokens, prepared, reference_figures,
-                                               seed_options, stutter_figures)
+                                               baseline_rows, config_of, exp_raw, lead_figures, model_tokens, prepared,
+                                               reference_figures, seed_options, stutter_figures)
 
 SETTINGS = ("renormalise", "generate")
 ROWS = [(setting, decoding) for setting in SETTINGS for decoding in ("old", "new")]
@@ -161,9 +161,7 @@ def report(args, results: Dict, started: float) -> str:
             cells = [str(st[key]) if key == "unk" else f"{st[key]:.1f}" for key, _ in STUTTER]
             lines.append(f"| {seed} | {setting} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
                          f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    refs = results["references"]
-    lines.append("| | references | | | | | " + " | ".join(
-        str(refs[key]) if key == "unk" else f"{refs[key]:.1f}" for key, _ in STUTTER) + " |")
+    lines += baseline_rows(results, seeds)
     lines += ["", "## renormalise -> generate (B - A, 95 % paired bootstrap per seed)", "",
               "| decoding | measure | per seed | verdict |", "|---|---|---|---|"]
     for decoding in ("old", "new"):
@@ -191,7 +189,7 @@ def main():
     started = time.time()
     exp, data_exp = Experiment("eos_attention", args.work), Experiment("short_targets", args.data_work)
     data = prepared(data_exp, args.corpus)
-    results = {"references": reference_figures(data)}
+    results = {"references": reference_figures(data), "lead": lead_figures(data_exp, data, args.corpus)}
     for seed in args.seeds:
         results[seed] = seed_results(exp, data_exp, args.corpus, data, seed, args.max_update, args.reuse_stale)
         write_report(exp, args.out, report(args, results, started), f"seed {seed} done")

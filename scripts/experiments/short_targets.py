@@ -312,18 +312,7 @@ def report(args, results: Dict, started: float) -> str:
             cells = [f"{row['stutter'][key]:.1f}" if key != "unk" else str(row['stutter'][key]) for key, _ in STUTTER]
             lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
                          f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    refs, base = results["references"], results["lead"]
-    cells = [f"{refs[key]:.1f}" if key != "unk" else str(refs[key]) for key, _ in STUTTER]
-    lines.append("| | references | | | | | " + " | ".join(cells) + " |")
-    r = base["rouge"]
-    lines.append(f"| | {base['name']} | | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | {r['ROUGE-L']:.2f} |"
-                 + " |" * len(STUTTER))
-    below = [f"seed {seed} {key.replace('_', ' ')}" for seed in seeds for key, row in results[seed]["rows"].items()
-             if row["rouge"]["ROUGE-1"] < r["ROUGE-1"]]
-    if below:
-        lines += ["", f"**Below {base['name']} on ROUGE-1**: {', '.join(below)}.  These are the default config's "
-                  "small model at a CPU budget on a corpus whose first sentence is close to its reference; the "
-                  "table measures what the defaults do to <unk> and repetition, not a competitive system."]
+    lines += baseline_rows(results, seeds)
     lines += ["", "## Paired differences (B - A, ROUGE points, 95 % bootstrap per seed)", "",
               "| A -> B | metric | per seed | verdict |", "|---|---|---|---|"]
     for a, b, label in PAIRS:
@@ -352,6 +341,24 @@ def report(args, results: Dict, started: float) -> str:
             lines.append(f"| {seed} | {model} | {d['summaries']} | {d['overlap']:.2f} | {d['p_gen']:.2f} | "
                          f"{o['summaries']} | {o['overlap']:.2f} | {o['p_gen']:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def baseline_rows(results: Dict, seeds: Sequence[int]) -> List[str]:
+    """The references' and LEAD-k's rows of a seed table (seed | model | decoding | R-1 | R-2 | R-L | STUTTER),
+    and a note naming the rows below LEAD-k on ROUGE-1."""
+    refs, base = results["references"], results["lead"]
+    cells = [f"{refs[key]:.1f}" if key != "unk" else str(refs[key]) for key, _ in STUTTER]
+    r = base["rouge"]
+    lines = ["| | references | | | | | " + " | ".join(cells) + " |",
+             f"| | {base['name']} | | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | {r['ROUGE-L']:.2f} |"
+             + " |" * len(STUTTER)]
+    below = [f"seed {seed} {key.replace('_', ' ')}" for seed in seeds for key, row in results[seed]["rows"].items()
+             if row["rouge"]["ROUGE-1"] < r["ROUGE-1"]]
+    if below:
+        lines += ["", f"**Below {base['name']} on ROUGE-1**: {', '.join(below)}.  These are the default config's "
+                  "small model at a CPU budget on a corpus whose first sentence is close to its reference; the "
+                  "table measures what the defaults do to <unk> and repetition, not a competitive system."]
+    return lines
 
 
 def seed_results(exp: Experiment, corpus: str, data: Path, seed: int, before_updates: int, stale: bool) -> Dict:
