@@ -112,8 +112,7 @@ def tiny_model(dictionary, **overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.pgn_lstm import PGNLSTMModel
 
-    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, dropout=0.0,
-                   eos_attention="generate")  # what fairseq-train records
+    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, dropout=0.0)
     options.update(overrides)
     return PGNLSTMModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 
@@ -124,8 +123,7 @@ def tiny_gru(dictionary, **overrides):
     from fairseq_plugins.models.global_gate_gru import GlobalGateGRUModel
 
     options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, decoder_out_embed_dim=5,
-                   attention_dim=9, dropout=0.0,
-                   eos_attention="generate")  # what fairseq-train records
+                   attention_dim=9, dropout=0.0)
     options.update(overrides)
     return GlobalGateGRUModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 
@@ -135,8 +133,7 @@ def tiny_dca(dictionary, **overrides):
     import fairseq_plugins  # noqa: F401  (registers the plugins)
     from fairseq_plugins.models.dca_lstm import DCALSTMModel
 
-    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5, dropout=0.0,
-                   eos_attention="generate")  # what fairseq-train records
+    options = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_hidden_size=7, attention_dim=5, dropout=0.0)
     options.update(overrides)
     return DCALSTMModel.build_model(argparse.Namespace(**options), stub_task(dictionary)())
 

@@ -97,7 +97,7 @@ def test_a_word_with_probability_1e_minus_20_still_gets_a_gradient():
     src = torch.tensor([[5, 9, EOS]])
     attn = torch.tensor([[[0.5, 0.3, 0.2]]])
     extra = {"attn": [attn], "p_gen_logit": torch.zeros(1, 1, 1), "src_tokens": src}
-    output = ExtendedVocabularyOutput(NUM_REGULAR, EXT_SIZE, unk_idx=3, copy=True, eos=EOS)
+    output = ExtendedVocabularyOutput(NUM_REGULAR, EXT_SIZE, unk_idx=3, copy=True, eos=EOS, eos_attention="generate")
     word = torch.tensor([[3]])
     log_prob = output.target_log_probs((logits, extra), word)  # what a criterion takes the log-loss of
     # p_gen = 0.5, plus (1 - p_gen) times the attention on </s>: 0.6; word 3 is not in the source
@@ -170,9 +170,10 @@ def test_a_bad_eos_attention_is_refused():
 
 
 @pytest.mark.parametrize("arch", ["pgn_lstm", "global_gate_gru", "dca_lstm"])
-def test_fairseq_train_gets_the_sentinel_and_older_options_renormalise(arch):
-    """fairseq-train records --eos-attention generate; options saved before it existed (no such attribute)
-    build the renormalising model they were trained as; a value outside the choices is refused."""
+def test_fairseq_train_renormalises_unless_asked_and_older_options_renormalise(arch):
+    """fairseq-train records --eos-attention renormalise unless told generate; options saved before it existed
+    (no such attribute) build the renormalising model they were trained as; a value outside the choices is
+    refused."""
     import argparse
 
     from fairseq import options
@@ -187,8 +188,8 @@ def test_fairseq_train_gets_the_sentinel_and_older_options_renormalise(arch):
         return options.parse_args_and_arch(parser, ["DATA", "--user-dir", str(ROOT / "fairseq_plugins"), "--task",
                                                     "summarization", "--arch", arch, *extra]).eos_attention
 
-    assert parsed() == "generate"
-    assert parsed("--eos-attention", "renormalise") == "renormalise"
+    assert parsed() == "renormalise"
+    assert parsed("--eos-attention", "generate") == "generate"
     with pytest.raises(SystemExit):
         parsed("--eos-attention", "sentinel")
     saved = argparse.Namespace()  # a checkpoint's options from before the option

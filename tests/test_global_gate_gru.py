@@ -321,7 +321,7 @@ def test_copy_distribution_over_the_extended_vocabulary(dictionary, options):
     source gets (only) copy mass, one in no source none, </s> no copy mass, and the copy side is the attention
     over the (gated) encoder states."""
     torch.manual_seed(10)
-    model = tiny_gru(dictionary, **options).eval()
+    model = tiny_gru(dictionary, eos_attention="generate", **options).eval()
     assert {"decoder.switch.proj.weight", "decoder.switch.proj.bias"} <= set(dict(model.named_parameters()))
     src, lengths, prev = batch(dictionary)
     logits, extra = model(src, lengths, prev)

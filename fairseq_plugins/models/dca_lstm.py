@@ -41,8 +41,8 @@ Decoder (modules/agent_attention.py), one LSTM layer:
 The multi-agent pointer is modules/copy_mixture.py's ``merge_copy_sources`` read through
 ``ExtendedVocabularyOutput``'s ``copy_weights`` route; ``--no-copy`` gives P(w) = P_voc(w).  As in pgn_lstm,
 ``</s>`` (which fairseq appends to the source, in the last agent) is never copied: that agent's attention on it
-joins its generation share (``--eos-attention generate``, a pointer sentinel; ``renormalise``: spread over the
-agent's other words), and an agent holding nothing else generates only.
+is spread over the agent's other words (``--eos-attention renormalise``, the default) or joins its generation
+share (``generate``, a pointer sentinel), and an agent holding nothing else generates only.
 
 Outputs: the P_voc logits (B x T x V_reg) and ``extra``:
     attn [B x T x S]: g_a^t l_{a,i}^t at each source position (right-padded order), rows summing to 1: the
@@ -182,7 +182,7 @@ class DCADecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_hidden=256, hidden_size=256, out_embed_dim=256,
                  attention_dim=256, dropout_in=0.0, dropout_out=0.0, copy=True, contextual_agent_attention=True,
                  init_cell="agent", share_input_output_embed=False, num_regular=None,
-                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="generate"):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="renormalise"):
         super().__init__(dictionary)
         if init_cell not in INIT_CELL:
             raise ValueError(f"unknown --decoder-init-cell {init_cell!r} (choose from {', '.join(INIT_CELL)})")

@@ -189,7 +189,7 @@ class GlobalGateDecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=512, out_embed_dim=512,
                  attention_dim=512, dropout_in=0.0, dropout_out=0.0, global_encoding=True,
                  share_input_output_embed=False, num_regular=None, copy=False, attention_query="previous",
-                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="generate"):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="renormalise"):
         super().__init__(dictionary)
         if attention_query not in ("previous", "current"):
             raise ValueError(f"--attention-query must be previous or current, not {attention_query!r}")

@@ -17,8 +17,8 @@ See eq 1 instead of See eq 11: Shi et al. (2018) attend without coverage (Shi eq
 term (Shi eqs 12-13); ``pgn_lstm_shi2018`` does so, ``--coverage-attention`` puts the term back.
 
 The ``</s>`` that fairseq appends to every source is attended to but never copied (modules/copy_mixture.py):
-See et al.'s sources have no stop token to copy.  Its attention goes to the generation side (``--eos-attention
-generate``, a pointer sentinel): a word is copied only from the attention on it, which coverage records.
+See et al.'s sources have no stop token to copy.  Its attention is renormalised away (``--eos-attention
+renormalise``, the default) or goes to the generation side (``generate``, a pointer sentinel).
 
 Shi et al.'s normalization of the embeddings (``--embed-norm``, Shi eq 14) cites Ioffe & Szegedy's batch
 normalization; it is layer normalization here, see modules/factories.py ``EmbeddingNorm`` for why.
@@ -214,7 +214,7 @@ class OutputOptions:
     readout: str = "see"
     out_embed_dim: int = 256
     copy: bool = True
-    eos_attention: str = "generate"
+    eos_attention: str = "renormalise"
     share_input_output_embed: bool = False
     shared_output_projection: bool = False
 

@@ -97,7 +97,7 @@ class ExtendedVocabularyOutput(nn.Module):
     """
 
     def __init__(self, num_regular: int, ext_size: int, unk_idx: int, copy: bool,
-                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None, eos_attention: str = "generate"):
+                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None, eos_attention: str = "renormalise"):
         super().__init__()
         self.copy = copy
         self.log_floor = log_floor
