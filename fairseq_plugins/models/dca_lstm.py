@@ -72,8 +72,8 @@ from fairseq_plugins.modules.agent_encoder import AgentEncoder
 from fairseq_plugins.modules.agent_split import DEFAULT_BOUNDARIES, SPLIT_MODES, agents_to_source, boundary_ids
 from fairseq_plugins.modules.agent_split import split_agents
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import (GenerationSwitch, add_eos_attention_arg, eos_attention_of,
-                                                  merge_copy_sources)
+from fairseq_plugins.modules.copy_mixture import (DEFAULT_EOS_ATTENTION, GenerationSwitch, add_eos_attention_arg,
+                                                  eos_attention_of, merge_copy_sources)
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
     Dropout,
@@ -182,7 +182,7 @@ class DCADecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_hidden=256, hidden_size=256, out_embed_dim=256,
                  attention_dim=256, dropout_in=0.0, dropout_out=0.0, copy=True, contextual_agent_attention=True,
                  init_cell="agent", share_input_output_embed=False, num_regular=None,
-                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="renormalise"):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention=DEFAULT_EOS_ATTENTION):
         super().__init__(dictionary)
         if init_cell not in INIT_CELL:
             raise ValueError(f"unknown --decoder-init-cell {init_cell!r} (choose from {', '.join(INIT_CELL)})")

@@ -68,7 +68,8 @@ from fairseq import utils
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import GenerationSwitch, add_eos_attention_arg, eos_attention_of
+from fairseq_plugins.modules.copy_mixture import (DEFAULT_EOS_ATTENTION, GenerationSwitch, add_eos_attention_arg,
+                                                  eos_attention_of)
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
@@ -189,7 +190,7 @@ class GlobalGateDecoder(StepStateDecoder):
     def __init__(self, dictionary, embed_tokens, encoder_output_units=512, hidden_size=512, out_embed_dim=512,
                  attention_dim=512, dropout_in=0.0, dropout_out=0.0, global_encoding=True,
                  share_input_output_embed=False, num_regular=None, copy=False, attention_query="previous",
-                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention="renormalise"):
+                 max_positions=DEFAULT_MAX_POSITIONS, eos_attention=DEFAULT_EOS_ATTENTION):
         super().__init__(dictionary)
         if attention_query not in ("previous", "current"):
             raise ValueError(f"--attention-query must be previous or current, not {attention_query!r}")

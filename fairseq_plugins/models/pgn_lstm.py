@@ -72,7 +72,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_
 from fairseq_plugins.accelerated.fused_steps import Memory, StepWeights, fused_steps
 from fairseq_plugins.accelerated.step_graphs import GraphCache, graphed_steps
 from fairseq_plugins.modules.beam_reorder import SOURCE_ROW, reorder_rows, source_rows
-from fairseq_plugins.modules.copy_mixture import add_eos_attention_arg, eos_attention_of
+from fairseq_plugins.modules.copy_mixture import DEFAULT_EOS_ATTENTION, add_eos_attention_arg, eos_attention_of
 from fairseq_plugins.modules.coverage_attention import CoverageAttention
 from fairseq_plugins.modules.extended_vocabulary import ExtendedVocabularyModel, ExtendedVocabularyOutput, MarkerAsUnk
 from fairseq_plugins.modules.factories import (
@@ -214,7 +214,7 @@ class OutputOptions:
     readout: str = "see"
     out_embed_dim: int = 256
     copy: bool = True
-    eos_attention: str = "renormalise"
+    eos_attention: str = DEFAULT_EOS_ATTENTION
     share_input_output_embed: bool = False
     shared_output_projection: bool = False
 

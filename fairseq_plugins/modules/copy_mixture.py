@@ -54,6 +54,7 @@ from fairseq_plugins.modules.factories import TorchLinear
 TINY = 1e-30  # the clamp of a log taken of a probability (not of a logit): only merge_copy_sources' g_t
 NEG_INF = float("-inf")
 EOS_ATTENTION = ("generate", "renormalise")  # where the attention on an uncopyable token goes (module docstring)
+DEFAULT_EOS_ATTENTION = "renormalise"  # also what options saved before the choice existed were trained with
 
 
 class GenerationSwitch(nn.Module):
@@ -126,7 +127,7 @@ class CopyMixture(nn.Module):
     """
 
     def __init__(self, num_regular: int, ext_size: int, uncopyable: Optional[int] = None,
-                 eos_attention: str = "renormalise"):
+                 eos_attention: str = DEFAULT_EOS_ATTENTION):
         super().__init__()
         if eos_attention not in EOS_ATTENTION:
             raise ValueError(f"eos_attention must be one of {EOS_ATTENTION}, not {eos_attention!r}")
@@ -311,7 +312,7 @@ class CopyMixture(nn.Module):
 
 def add_eos_attention_arg(parser) -> None:
     """A model's ``--eos-attention`` option; ``eos_attention_of`` reads it."""
-    parser.add_argument("--eos-attention", choices=EOS_ATTENTION, default="renormalise",
+    parser.add_argument("--eos-attention", choices=EOS_ATTENTION, default=DEFAULT_EOS_ATTENTION,
                         help="where the copy side puts the attention on the source's </s>, which it cannot copy: "
                              "renormalise (the default) spreads it over the other positions; generate adds it to "
                              "p_gen's share, as a pointer sentinel (Merity et al. 2017), so that a word is copied "
@@ -322,11 +323,11 @@ def add_eos_attention_arg(parser) -> None:
 def eos_attention_of(args) -> str:
     """``--eos-attention`` of a model's options; "renormalise" for options saved before it existed, which is
     what those models were trained with."""
-    return getattr(args, "eos_attention", None) or "renormalise"
+    return getattr(args, "eos_attention", None) or DEFAULT_EOS_ATTENTION
 
 
 def merge_copy_sources(weights: Tensor, p_gen: Tensor, attn: Tensor, src_tokens: Tensor,
-                       uncopyable: Optional[int] = None, eos_attention: str = "renormalise"
+                       uncopyable: Optional[int] = None, eos_attention: str = DEFAULT_EOS_ATTENTION
                        ) -> Tuple[Tensor, Tensor, Tensor]:
     """Several copy sources k = 1..M, each a pointer-generator over its own tokens, mixed by ``weights``:
         P(w) = sum_k weights_k [p_gen_k P_vocab(w) + (1 - p_gen_k) sum_{i: x_ki = w} a_ki],

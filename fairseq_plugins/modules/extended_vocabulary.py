@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq_plugins.modules.copy_mixture import NEG_INF, TINY, CopyMixture
+from fairseq_plugins.modules.copy_mixture import DEFAULT_EOS_ATTENTION, NEG_INF, TINY, CopyMixture
 
 LOG_FLOOR = 1e-12  # the losses' floor for log P(target): P is exactly 0 for markers absent from a source
 
@@ -97,7 +97,8 @@ class ExtendedVocabularyOutput(nn.Module):
     """
 
     def __init__(self, num_regular: int, ext_size: int, unk_idx: int, copy: bool,
-                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None, eos_attention: str = "renormalise"):
+                 log_floor: Optional[float] = LOG_FLOOR, eos: Optional[int] = None,
+                 eos_attention: str = DEFAULT_EOS_ATTENTION):
         super().__init__()
         self.copy = copy
         self.log_floor = log_floor
