@@ -191,3 +191,32 @@ def test_cuda_fused_steps_match_module_by_module():
             step = fused.decoder(batch[2][:, : t + 1], encoder_out, incremental_state=state)
             torch.testing.assert_close(fused.get_normalized_probs(step, log_probs=True)[:, 0], full[:, t],
                                        rtol=1e-9, atol=1e-9)
+
+
+def test_the_forward_step_is_stated_once():
+    """The loop, a beam step and the captured graphs all run ``see_step``: it alone computes the LSTM cell, the
+    scores, the attention and the context, so a change to See et al.'s step is made in one place."""
+    import ast
+    import inspect
+
+    import fairseq_plugins.accelerated.fused_steps as fused_module
+    import fairseq_plugins.accelerated.step_graphs as graphs_module
+
+    def callers(module, names):
+        tree = ast.parse(inspect.getsource(module))
+        found = {}
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Call):
+                        name = getattr(node.func, "attr", getattr(node.func, "id", None))
+                        if name in names:
+                            found.setdefault(name, set()).add(function.name)
+        return found
+
+    step_operations = {"scores_step", "softmax", "bmm", "lstm_cell", "kernel_cell", "composed_cell", "see_step"}
+    assert callers(fused_module, step_operations) == {
+        "scores_step": {"see_step"}, "softmax": {"see_step"}, "bmm": {"see_step", "backward_loop"},
+        "lstm_cell": {"see_step"}, "kernel_cell": {"lstm_cell"}, "composed_cell": {"lstm_cell"},
+        "see_step": {"run_loop", "one_step"}}
+    assert not callers(graphs_module, step_operations - {"bmm"})  # it replays run_loop

@@ -95,8 +95,12 @@ def scores_operands(query: Tensor, coverage: Optional[Tensor], coverage_weight: 
         return None, query.unsqueeze(1)  # k + q: no weights
     bsz, attn_dim = query.size()
     coverage = coverage if coverage.dtype == query.dtype else coverage.to(query.dtype)
-    weights = torch.stack([_ones_like(coverage), coverage], dim=2)  # B x S x 2
-    return weights, torch.stack([query, coverage_weight.expand(bsz, attn_dim)], dim=1)  # B x 2 x A
+    return ones_and(coverage), torch.stack([query, coverage_weight.expand(bsz, attn_dim)], dim=1)  # B x 2 x A
+
+
+def ones_and(coverage: Tensor) -> Tensor:
+    """[1, c_i]: B x S -> B x S x 2, the first of the scores' operands."""
+    return torch.stack([_ones_like(coverage), coverage], dim=2)
 
 
 def _tanh_block(out: Tensor, keys: Tensor, weights: Optional[Tensor], terms: Tensor) -> Tensor:

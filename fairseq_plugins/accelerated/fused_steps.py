@@ -33,8 +33,7 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from fairseq_plugins.accelerated.additive_scores import (ScoreGradients, scores_backward_step, scores_operands,
-                                                      scores_step)
+from fairseq_plugins.accelerated.additive_scores import ScoreGradients, ones_and, scores_backward_step, scores_step
 from fairseq_plugins.accelerated.precision import outside_autocast
 from fairseq_plugins.accelerated.step_gradient import StepGradient
 
@@ -120,9 +119,29 @@ def kernel_cell_backward(d_state: Tensor, d_cell: Tensor, cell_before: Tensor, c
     return d_gates, d_before
 
 
+class StepViews(NamedTuple):
+    """Where one step writes its results: views of the loop's buffers, or None for a fresh tensor (``FRESH``:
+    a step of beam search, whose buffers would cost more operations than the step)."""
+
+    score_weights: Optional[Tensor] = None  # B x S x 2   [1, c^t], the scores' operand (its column 1 is c^t)
+    context: Optional[Tensor] = None  # B x 1 x C   h*_t
+    coverage: Optional[Tensor] = None  # B x S   c^{t+1}
+    gates: Optional[Tensor] = None  # B x 4H   z_t   (the composed cell's; torch's cell kernel keeps its own)
+    acts: Optional[Tensor] = None  # B x 4H   [sigma(i), sigma(f), tanh(g), sigma(o)]
+    gate: Optional[tuple] = None  # acts' four B x H parts
+    candidate_in: Optional[Tensor] = None  # B x H   g, z_t's third part
+    cell: Optional[Tensor] = None  # B x H   c_t
+    tanh_cell: Optional[Tensor] = None  # B x H   tanh(c_t)
+    state: Optional[Tensor] = None  # B x H   s_t
+
+
+FRESH = StepViews()
+
+
 class Buffers:
     """The loop's per-step tensors, allocated once for all steps (B x T x D each) and cut into per-step views
-    beforehand, so that a step writes its results in place and creates no view of its own."""
+    beforehand (``steps``: a ``StepViews`` a step), so that a step writes its results in place and creates no
+    view of its own."""
 
     def __init__(self, gates_x: Tensor, values: Tensor, coverage: Tensor):
         bsz, steps, four = gates_x.shape
@@ -133,24 +152,87 @@ class Buffers:
         self.weights = empty(bsz, steps + 1, coverage.size(1), 2)
         self.weights[:, :, :, 0] = 1.0
         self.weights[:, 0, :, 1] = coverage
-        self.step = {"gates_x": gates_x.unbind(1), "contexts": self.contexts.split(1, dim=1),
-                     "weights": self.weights.unbind(1), "coverage": self.weights[:, :, :, 1].unbind(1)}
+        per_step = [{"context": context, "score_weights": weights, "coverage": after} for context, weights, after
+                    in zip(self.contexts.split(1, dim=1), self.weights.unbind(1), self.coverage().unbind(1)[1:])]
         if not cell_kernels(gates_x):  # the cell composed of tensor operations, written in place (``composed_cell``)
             self.gates = empty(bsz, steps, four)  # z_t
             self.acts = empty(bsz, steps, four)  # sigma(i), sigma(f), tanh(g), sigma(o)
             self.cells = empty(bsz, steps, size)  # c_t
             self.tanh_cells = empty(bsz, steps, size)  # tanh(c_t)
             self.states = empty(bsz, steps, size)  # s_t
-            self.step.update({
-                "gates": self.gates.unbind(1), "acts": self.acts.unbind(1),
-                "candidate_in": self.gates[:, :, 2 * size:3 * size].unbind(1),
-                "candidate": self.acts[:, :, 2 * size:3 * size].unbind(1),
-                "gate": [a.chunk(4, dim=1) for a in self.acts.unbind(1)], "cells": self.cells.unbind(1),
-                "tanh_cells": self.tanh_cells.unbind(1), "states": self.states.unbind(1)})
+            cell_views = zip(self.gates.unbind(1), self.acts.unbind(1), self.gates[:, :, 2 * size:3 * size].unbind(1),
+                             self.cells.unbind(1), self.tanh_cells.unbind(1), self.states.unbind(1))
+            for views, (gates, acts, candidate_in, cell, tanh_cell, state) in zip(per_step, cell_views):
+                views.update(gates=gates, acts=acts, gate=acts.chunk(4, dim=1), candidate_in=candidate_in, cell=cell,
+                             tanh_cell=tanh_cell, state=state)
+        self.steps = [StepViews(**views) for views in per_step]
 
     def coverage(self) -> Tensor:
         """c^t for t = 1 .. T+1: B x (T + 1) x S."""
         return self.weights[:, :, :, 1]
+
+
+class StepConstants(NamedTuple):
+    """The weights as every step reads them, laid out once before the steps."""
+
+    feed_t: Optional[Tensor]  # F x 4H   W_f^T (None: gates_x holds the feed)
+    hidden_t: Tensor  # H x 4H   W_hh^T
+    query_t: Tensor  # H x A   W_s^T
+    coverage_rows: Optional[Tensor]  # B x A   w_c for every row (None: See eq 1, no coverage term)
+    v: Tensor  # A
+
+    @classmethod
+    def of(cls, weights: StepWeights, bsz: int) -> "StepConstants":
+        return cls(None if weights.feed is None else weights.feed.t(), weights.hidden.t(), weights.query.t(),
+                   None if weights.coverage is None else weights.coverage.expand(bsz, -1), weights.v)
+
+
+def see_step(gates_x_t: Tensor, feed: Tensor, hidden: Tensor, cell: Tensor, coverage: Tensor, fixed: StepConstants,
+             memory: Memory, accumulate: bool, out: StepViews):
+    """One step of the recurrence of the module docstring, the only statement of its forward: G[t] (B x 4H),
+    h*_{t-1} (B x F), s_{t-1}, c_{t-1} (B x H) and c^t (B x S) -> s_t, c_t, the activations (B x 4H), a^t (B x S),
+    h*_t (B x 1 x C), c^{t+1} (B x S; c^t unless ``accumulate``) and the scores' operands, written into ``out``."""
+    hidden, cell, acts = lstm_cell(gates_x_t, feed, hidden, cell, fixed, out)
+    query = torch.mm(hidden, fixed.query_t)  # B x A   W_s s_t
+    if fixed.coverage_rows is None:
+        operands = (None, query.unsqueeze(1))  # k + q
+    else:  # [1, c^t], [q; w_c]
+        ones_and_coverage = out.score_weights if out.score_weights is not None else ones_and(coverage)
+        operands = (ones_and_coverage, torch.stack([query, fixed.coverage_rows], dim=1))
+    scores = scores_step(memory.keys, operands, fixed.v)  # B x S   (See eq 11 / See eq 1)
+    if memory.padding_mask is not None:
+        scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
+    attn = torch.softmax(scores, dim=1)  # B x S   (See eq 2)
+    context = torch.bmm(attn.unsqueeze(1), memory.values, out=out.context)  # B x 1 x C   (See eq 3)
+    if accumulate:
+        coverage = torch.add(coverage, attn, out=out.coverage)  # c^{t+1} = c^t + a^t   (See eq 10)
+    return hidden, cell, acts, attn, context, coverage, operands
+
+
+def lstm_cell(gates_x_t: Tensor, feed: Tensor, hidden: Tensor, cell: Tensor, fixed: StepConstants, out: StepViews):
+    """z_t = G[t] + W_f h*_{t-1} + W_hh s_{t-1} and the LSTM cell, through torch's fused cell kernel where the device
+    has it, else ``composed_cell``.  Returns s_t, c_t and the activations [sigma(i), sigma(f), tanh(g), sigma(o)]."""
+    if cell_kernels(gates_x_t):
+        input_gates = gates_x_t if fixed.feed_t is None else torch.addmm(gates_x_t, feed, fixed.feed_t)
+        return kernel_cell(input_gates, torch.mm(hidden, fixed.hidden_t), cell)
+    if fixed.feed_t is None:
+        gates = torch.addmm(gates_x_t, hidden, fixed.hidden_t, out=out.gates)  # z_t
+    else:
+        gates = torch.addmm(gates_x_t, feed, fixed.feed_t, out=out.gates).addmm_(hidden, fixed.hidden_t)  # z_t
+    return composed_cell(gates, cell, out)
+
+
+def composed_cell(gates: Tensor, cell: Tensor, out: StepViews):
+    """The LSTM cell in tensor operations (a CPU has no fused cell kernel): z_t (B x 4H) and c_{t-1} (B x H) ->
+    s_t, c_t and the activations, written into ``out``."""
+    size = cell.size(1)
+    acts = torch.sigmoid(gates, out=out.acts)  # sigma(i), sigma(f), ., sigma(o)
+    in_gate, forget, candidate, out_gate = out.gate if out.gate is not None else acts.chunk(4, dim=1)  # B x H each
+    candidate_in = out.candidate_in if out.candidate_in is not None else gates[:, 2 * size:3 * size]
+    torch.tanh(candidate_in, out=candidate)  # tanh(g), in the place of sigma(g)
+    cell = torch.addcmul(forget * cell, in_gate, candidate, out=out.cell)  # B x H   c_t
+    hidden = torch.mul(out_gate, torch.tanh(cell, out=out.tanh_cell), out=out.state)  # B x H   s_t
+    return hidden, cell, acts
 
 
 def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool,
@@ -161,32 +243,19 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
     B x T x S, and the last cell c_T and coverage c^{T+1} (B x H, B x S)."""
     hidden, cell, feed, coverage = start
     buffers = Buffers(gates_x, memory.values, coverage)
-    step = buffers.step
-    hidden_t, query_t = weights.hidden.t(), weights.query.t()
-    feed_t = weights.feed.t() if weights.feed is not None else None
-    coverage_weight = None if weights.coverage is None else weights.coverage.expand(hidden.size(0), -1)  # B x A
-    attns, operands, cells = [], [], []
-    for t in range(gates_x.size(1)):
-        if cell_kernels(gates_x):  # s_t, c_t and the activations [i, f, g, o] from torch's fused cell kernel
-            input_gates = step["gates_x"][t] if feed_t is None else torch.addmm(step["gates_x"][t], feed, feed_t)
-            hidden, cell, acts = kernel_cell(input_gates, torch.mm(hidden, hidden_t), cell)
-            cells.append((hidden, cell, acts))
-        else:
-            hidden, cell = composed_cell(step, t, hidden, cell, feed, hidden_t, feed_t)
-        query = torch.mm(hidden, query_t)  # B x A   W_s s_t
-        pair = ((step["weights"][t], torch.stack([query, coverage_weight], dim=1)) if coverage_weight is not None
-                else (None, query.unsqueeze(1)))  # [1, c^t], [q; w_c]
-        scores = scores_step(memory.keys, pair, weights.v)  # B x S   (See eq 11 / See eq 1)
-        if memory.padding_mask is not None:
-            scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
-        attn = torch.softmax(scores, dim=1)  # B x S   (See eq 2)
-        feed = torch.bmm(attn.unsqueeze(1), memory.values, out=step["contexts"][t]).squeeze(1)  # B x C   (See eq 3)
-        coverage = torch.add(coverage, attn, out=step["coverage"][t + 1]) if accumulate else coverage  # See eq 10
+    fixed = StepConstants.of(weights, hidden.size(0))
+    attns, operands, kernel_outputs = [], [], []
+    for gates_x_t, out in zip(gates_x.unbind(1), buffers.steps):
+        hidden, cell, acts, attn, context, coverage, pair = see_step(gates_x_t, feed, hidden, cell, coverage, fixed,
+                                                                     memory, accumulate, out)
+        feed = context.squeeze(1)  # B x C   h*_t, fed to the next step
         attns.append(attn)
         operands.append(pair)
+        if out.acts is None:  # torch's cell kernel: its outputs, stacked after the loop
+            kernel_outputs.append((hidden, cell, acts))
     attn = torch.stack(attns, dim=1)  # B x T x S
     if cell_kernels(gates_x):
-        states, all_cells, acts = (torch.stack(parts, dim=1) for parts in zip(*cells))  # B x T x (H, H, 4H)
+        states, all_cells, acts = (torch.stack(parts, dim=1) for parts in zip(*kernel_outputs))  # B x T x (H, H, 4H)
         tanh_cells = None
     else:
         states, all_cells, acts, tanh_cells = buffers.states, buffers.cells, buffers.acts, buffers.tanh_cells
@@ -198,41 +267,14 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
     return states, buffers.contexts, attn, buffers.coverage()[:, :-1], cell, coverage
 
 
-def composed_cell(step: dict, t: int, hidden: Tensor, cell: Tensor, feed: Tensor, hidden_t: Tensor,
-                  feed_t: Optional[Tensor]):
-    """The LSTM cell of step t in tensor operations, written into the buffers' step views (a CPU has no fused
-    cell kernel).  Returns s_t, c_t."""
-    gates = (torch.addmm(step["gates_x"][t], hidden, hidden_t, out=step["gates"][t]) if feed_t is None else
-             torch.addmm(step["gates_x"][t], feed, feed_t, out=step["gates"][t]).addmm_(hidden, hidden_t))  # z_t
-    torch.sigmoid(gates, out=step["acts"][t])  # sigma(i), sigma(f), ., sigma(o)
-    torch.tanh(step["candidate_in"][t], out=step["candidate"][t])  # tanh(g)
-    in_gate, forget, candidate, out_gate = step["gate"][t]  # B x H each
-    cell = torch.addcmul(forget * cell, in_gate, candidate, out=step["cells"][t])  # B x H   c_t
-    hidden = torch.mul(out_gate, torch.tanh(cell, out=step["tanh_cells"][t]), out=step["states"][t])  # s_t
-    return hidden, cell
-
-
 def one_step(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[Tensor], accumulate: bool):
-    """``run_loop`` for one step without a gradient (a step of beam search), in fresh tensors: allocating and
-    cutting the loop's buffers would cost more operations than the step itself.  Same arguments and results."""
-    hidden, cell, _, coverage = start
-    size = hidden.size(1)
-    if cell_kernels(gates_x):  # torch's fused LSTM cell kernel (gates_x holds the feed)
-        hidden, cell, _ = kernel_cell(gates_x[:, 0], torch.mm(hidden, weights.hidden.t()), cell)
-    else:
-        gates = torch.addmm(gates_x[:, 0], hidden, weights.hidden.t())  # B x 4H   z_1 (gates_x holds the feed)
-        in_gate, forget, _, out_gate = torch.sigmoid(gates).chunk(4, dim=1)
-        candidate = torch.tanh(gates[:, 2 * size:3 * size])
-        cell = torch.addcmul(forget * cell, in_gate, candidate)  # c_1
-        hidden = out_gate * torch.tanh(cell)  # s_1
-    query = torch.mm(hidden, weights.query.t())  # B x A
-    scores = scores_step(memory.keys, scores_operands(query, coverage, weights.coverage), weights.v)  # See eq 11 / 1
-    if memory.padding_mask is not None:
-        scores = scores.masked_fill_(memory.padding_mask, float("-inf"))
-    attn = torch.softmax(scores, dim=1).unsqueeze(1)  # B x 1 x S   (See eq 2)
-    context = torch.bmm(attn, memory.values)  # B x 1 x C   (See eq 3)
-    after = coverage + attn.squeeze(1) if accumulate else coverage  # See eq 10
-    return hidden.unsqueeze(1), context, attn, coverage.unsqueeze(1), cell, after
+    """``run_loop`` for one step without a gradient (a step of beam search; ``gates_x`` holds the feed), in fresh
+    tensors.  Same arguments and results."""
+    hidden, cell, feed, coverage = start
+    fixed = StepConstants.of(weights, hidden.size(0))
+    hidden, cell, _, attn, context, after, _ = see_step(gates_x[:, 0], feed, hidden, cell, coverage, fixed, memory,
+                                                        accumulate, FRESH)
+    return hidden.unsqueeze(1), context, attn.unsqueeze(1), coverage.unsqueeze(1), cell, after
 
 
 def cell_derivatives(acts: Tensor, tanh_cells: Tensor, cells_before: Tensor):
