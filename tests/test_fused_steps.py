@@ -220,3 +220,32 @@ def test_the_forward_step_is_stated_once():
         "lstm_cell": {"see_step"}, "kernel_cell": {"lstm_cell"}, "composed_cell": {"lstm_cell"},
         "see_step": {"run_loop", "one_step"}}
     assert not callers(graphs_module, step_operations - {"bmm"})  # it replays run_loop
+
+
+def test_softmax_backward_without_torchs_private_operator(monkeypatch):
+    """The public formula that stands in for torch._softmax_backward_data gives autograd's gradient of softmax,
+    and the fused backward still passes finite differences with it."""
+    import fairseq_plugins.accelerated.torch_ops as torch_ops
+
+    scores = torch.randn(3, 1, 5, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(3, 1, 5, dtype=torch.float64)
+    expected, = torch.autograd.grad(torch.softmax(scores, dim=2), scores, grad)
+    output = torch.softmax(scores, dim=2).detach()
+    assert torch_ops.SOFTMAX_BACKWARD  # this torch has it: the fused backward's path on every test machine
+    torch.testing.assert_close(torch_ops.softmax_backward(grad, output, 2), expected, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(torch_ops, "SOFTMAX_BACKWARD", False)
+    torch.testing.assert_close(torch_ops.softmax_backward(grad, output, 2), expected, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda *x: FusedSteps.apply(True, *x), inputs(True), atol=1e-8, rtol=1e-6)
+
+
+def test_a_torch_without_the_fused_cell_kernels_runs_the_composed_cell(monkeypatch):
+    """Where torch lacks its private CUDA cell operators, even a GPU tensor takes the cell in tensor operations."""
+    import fairseq_plugins.accelerated.fused_steps as fused_module
+    import fairseq_plugins.accelerated.torch_ops as torch_ops
+
+    class OnGpu:
+        is_cuda = True
+
+    assert fused_module.cell_kernels(OnGpu()) == torch_ops.FUSED_CELL
+    monkeypatch.setattr(torch_ops, "FUSED_CELL", False)
+    assert not fused_module.cell_kernels(OnGpu())

@@ -33,6 +33,7 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from fairseq_plugins.accelerated import torch_ops
 from fairseq_plugins.accelerated.additive_scores import ScoreGradients, ones_and, scores_backward_step, scores_step
 from fairseq_plugins.accelerated.precision import outside_autocast
 from fairseq_plugins.accelerated.step_gradient import StepGradient
@@ -101,8 +102,9 @@ def gradient_sizes(bsz: int, steps: int, source: int) -> list:
 
 def cell_kernels(tensor: Tensor) -> bool:
     """Whether the LSTM cell runs as torch's fused cell kernels (forward, backward) on this tensor's device:
-    CUDA has them (aten::_thnn_fused_lstm_cell, the kernels of nn.LSTMCell on a GPU), a CPU does not."""
-    return tensor.is_cuda
+    CUDA has them (aten::_thnn_fused_lstm_cell, the kernels of nn.LSTMCell on a GPU; accelerated/torch_ops.py checks
+    that this torch does), a CPU does not."""
+    return tensor.is_cuda and torch_ops.FUSED_CELL
 
 
 def kernel_cell(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor):
@@ -355,7 +357,7 @@ def backward_loop(s: BackwardInputs, grad_outputs: List[Optional[Tensor]], grad_
         d_context = grad_contexts[t] + d_feed  # B x C   (h*_t is also the next step's feed)
         through_coverage = grad_attn[t] + d_coverage if s.accumulate else grad_attn[t]  # c^{t+1} = c^t + a^t
         d_attn = torch.baddbmm(through_coverage.unsqueeze(1), d_context.unsqueeze(1), values_t)  # See eqs 3, 10
-        d_scores = torch._softmax_backward_data(d_attn, attn_rows[t], 2, d_attn.dtype).squeeze(1)  # B x S   (See eq 2)
+        d_scores = torch_ops.softmax_backward(d_attn, attn_rows[t], 2).squeeze(1)  # B x S   (See eq 2)
         d_query, d_cov_scores = scores_backward_step(d_scores, memory.keys, s.operands[t], weights.coverage,
                                                      weights.v, grads)
         if grad_coverage is not None:
