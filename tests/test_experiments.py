@@ -790,3 +790,27 @@ def test_short_targets_counts_a_chinese_models_tokens_and_its_literal_unks():
     assert figures["with_immediate_repeat"] == 50.0 and figures["doubled_first"] == 0.0
     spaced = short_targets.stutter_figures(["title title policy", "a b <unk>"])  # English: split at spaces
     assert spaced["doubled_first"] == 50.0 and spaced["unk"] == 1 and spaced["tokens"] == 3.0
+
+
+def test_immediate_repeats_reads_each_word_step_of_a_summary_through_the_model():
+    """step_rows on a tiny pointer-generator: one row per word step after the first, the repeat flagged, shares
+    between 0 and 1, and a word twice in the source counted as such."""
+    import numpy as np
+    import torch
+
+    from conftest import tiny_dictionary, tiny_model
+    from fairseq_plugins.inference.inputs import SummaryDetails
+    from scripts.experiments.immediate_repeats import step_rows
+
+    dictionary = tiny_dictionary("a b c d")
+    torch.manual_seed(0)
+    model = tiny_model(dictionary).eval()
+    source, summary = ["a", "b", "a", "c", "</s>"], ["a", "a", "d", "</s>"]
+    details = SummaryDetails(text="a a d", source_tokens=source, source_oov=[False] * 5, summary_tokens=summary,
+                             summary_copied_oov=[False] * 4, attention=np.zeros((4, 5)), p_gen=None, coverage=None,
+                             positional_scores=np.zeros(4), score=0.0, source_markers=source, summary_markers=summary)
+    rows = step_rows(details, model)
+    assert [row[0] for row in rows] == [True, False]  # "a" after "a", then "d"; </s> is not a word step
+    assert rows[0][2] == 1.0 and rows[1][2] == 0.0  # "a" is twice in the source, "d" not at all
+    assert rows[1][1] == 0.0  # "d" is not in the source: nothing of it is copied
+    assert all(0.0 <= row[1] <= 1.0 for row in rows)

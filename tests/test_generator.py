@@ -58,6 +58,39 @@ def test_vectorised_ban_list_equals_the_definition(n):
             assert torch.equal(blocked[r, keep], lprobs[r, keep])  # nothing else changes
 
 
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_the_immediate_repeat_ban_equals_the_definition(n):
+    """With ``immediate``, each hypothesis's last token is banned too (unless ignored), alone (n = 0) or beside
+    the n-gram blocking."""
+    from fairseq_plugins.generation.ngram_blocking import NGramBlocker, banned_reference
+
+    rng = random.Random(10 + n)
+    for trial in range(60):
+        rows, length, vocab = rng.randint(1, 7), rng.randint(0, 10), rng.randint(3, 6)
+        ignore = set(rng.sample(range(vocab), rng.randint(0, 2)))
+        generated = torch.tensor([[rng.randrange(vocab) for _ in range(length)] for _ in range(rows)],
+                                 dtype=torch.long).view(rows, length)
+        lprobs = torch.randn(rows, vocab + 2)
+        blocked = NGramBlocker(n, ignore, immediate=True).block(generated, lprobs.clone())
+        for r in range(rows):
+            tokens = generated[r].tolist()
+            expected = banned_reference(tokens, n, ignore, immediate=True)
+            assert {w for w in range(vocab + 2) if blocked[r, w] == -math.inf} == expected, (trial, tokens, ignore)
+            if tokens and tokens[-1] not in ignore:
+                assert tokens[-1] in expected
+            keep = [w for w in range(vocab + 2) if w not in expected]
+            assert torch.equal(blocked[r, keep], lprobs[r, keep])
+
+
+def test_no_blocking_at_all_is_refused():
+    from fairseq_plugins.generation.ngram_blocking import NGramBlocker
+
+    with pytest.raises(ValueError, match="n >= 1"):
+        NGramBlocker(0)
+    with pytest.raises(ValueError, match="n >= 1"):
+        NGramBlocker(-1, immediate=True)
+
+
 def test_blocker_reads_fairseqs_token_buffer():
     """SequenceGenerator passes its whole token buffer (start symbol, tokens so far, then padding)."""
     from fairseq_plugins.generation.ngram_blocking import NGramBlocker
@@ -217,6 +250,31 @@ def test_unk_is_never_generated_unless_allowed(loop_setup, fairseq_loop):
     allowed = best_tokens(generate(build(**options, allow_unk=True), src, lengths), dictionary.eos())
     assert allowed == [unk] * 6
     assert best_tokens(generate(build({"allow_unk": True}, **options), src, lengths), dictionary.eos()) == allowed
+
+
+@pytest.mark.parametrize("fairseq_loop", [False, True], ids=["project_loop", "fairseq_loop"])
+def test_a_doubled_word_is_blocked_where_trigram_blocking_lets_it_through(loop_setup, fairseq_loop):
+    """A model that writes every word twice ("a a b b c c ..."): trigram blocking keeps the doubled words,
+    --block-immediate-repeat (a generation or a task option) writes no word twice in a row, on both loops; the
+    tokens of --block-ignore may still follow themselves."""
+    dictionary, ids, src, lengths = loop_setup
+    doubled = [ids["a"], ids["a"], ids["b"], ids["b"], ids["c"], ids["c"], ids[","], ids[","]]
+    model = ScriptedModel.build(dictionary, position_table(dictionary, doubled, 16), by_position=True)
+    options = dict(dictionary=dictionary, models=[model], min_len=8, max_len_b=8, fairseq_beam_search=fairseq_loop)
+
+    def immediate_repeats(tokens):
+        return [a for a, b in zip(tokens, tokens[1:]) if a == b]
+
+    trigram = best_tokens(generate(build(**options, block_ngram_repeat=3), src, lengths), dictionary.eos())
+    assert trigram == doubled
+    both = best_tokens(generate(build(**options, block_ngram_repeat=3, block_immediate_repeat=True), src, lengths),
+                       dictionary.eos())
+    assert len(both) == 8 and not immediate_repeats(both) and not has_repeat(both)
+    alone = best_tokens(generate(build({"block_immediate_repeat": True}, **options), src, lengths), dictionary.eos())
+    assert len(alone) == 8 and not immediate_repeats(alone)
+    ignoring = best_tokens(generate(build(**options, block_immediate_repeat=True, block_ignore=","), src, lengths),
+                           dictionary.eos())
+    assert immediate_repeats(ignoring) == [ids[","]]
 
 
 def test_the_sentence_separator_is_never_blocked():

@@ -154,3 +154,32 @@ def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch)
     assert "+0.00" in immediate and "inconclusive" in immediate  # the same indicators: no difference
     assert "| 2 | generate | 0.90 | 0.10 | 0.30 |" in text
     assert "| | LEAD-20 characters | | 25.00 |" in text and "**Below LEAD-20 characters on ROUGE-1**: seed 1" in text
+
+
+def test_immediate_repeats_report_pairs_the_ban_with_the_defaults_per_model(monkeypatch):
+    from scripts.experiments import immediate_repeats
+
+    def row(repeats):
+        stutter = {"unk": 0, "doubled_first": 0.0, "with_immediate_repeat": 100.0 * sum(repeats) / len(repeats),
+                   "with_repeat": 0.0, "tokens": 8.0}
+        return {"rouge": {"ROUGE-1": 20.0, "ROUGE-2": 10.0, "ROUGE-L": 18.0}, "stutter": stutter, "per_doc": "x",
+                "indicators": [[0.0, r] for r in repeats]}
+
+    repeats = {"defaults": [1.0] * 8 + [0.0] * 2, "ban": [0.0] * 10}
+    rows = {f"{m}_{d}": row(repeats[d]) for m, d in immediate_repeats.ROWS}
+    group = {"steps": 5, "copy_share": 0.98, "twice": 0.84, "moved": 0.66, "same_peak": 0.14}
+    mechanism = {m: {"repeat": group, "other": dict(group, steps=300, copy_share=0.8)} for m in immediate_repeats.MODELS}
+    results = {seed: {"rows": rows, "mechanism": mechanism, "trained_at": {"before": "abc", "after": "abc"}}
+               for seed in (1, 2)}
+    results["references"] = row([0.0])["stutter"]
+    results["lead"] = {"name": "LEAD-1", "rouge": {"ROUGE-1": 15.0, "ROUGE-2": 9.0, "ROUGE-L": 12.0}}
+    monkeypatch.setattr(immediate_repeats, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
+    monkeypatch.setattr(sys, "argv", ["immediate_repeats.py", "--seeds", "1", "2"])
+    lines = immediate_repeats.report(argparse.Namespace(corpus="cnndm"), results, 0.0).splitlines()
+    assert_made(lines[2:], "python scripts/experiments/immediate_repeats.py --seeds 1 2")
+    text = "\n".join(lines)
+    assert "| 2 | after | ban | 20.00 | 10.00 | 18.00 | 0 | 0.0 | 0.0 | 0.0 | 8.0 |" in text
+    banned = next(line for line in lines if line.startswith("| after | summary with an immediate repeat"))
+    assert "B < A in every seed (2): -80.00" in banned
+    assert "| 1 | before | repeat: 5 | 0.98 | 0.84 | 0.66 | 0.14 |" in text
+    assert "| 1 | before | other: 300 | 0.80 |" in text and "Below LEAD-1" not in text

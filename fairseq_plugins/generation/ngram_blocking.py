@@ -20,6 +20,12 @@ All rows (batch x beam) and all earlier positions are handled by a few tensor op
 into n-grams, one comparison, one ``scatter_reduce``): no Python loop over hypotheses or positions, no
 host-device synchronisation, the same code on a CPU and a GPU.  ``banned_reference`` is the plain
 double-loop definition, kept for the tests.
+
+Immediate repeats (``--block-immediate-repeat``): no token directly after itself, banned_r = { y_L } unless y_L
+is ignored.  This is the one repeat that trigram blocking lets through at its first occurrence ("w w").  A
+pointer-generator makes it by copying: after it copies w from one position of the source, coverage (See eq 10)
+marks that position only, and its attention moves to another occurrence of w in the source and copies w again
+(docs/results/immediate_repeats.md measures it).
 """
 import math
 from typing import Iterable, List, Optional, Set
@@ -38,15 +44,18 @@ class NGramBlocker(nn.Module):
     ``lprobs = blocker(tokens, lprobs, bsz, beam_size, step)`` right before choosing the beam.
 
     Args:
-        n: the n-gram size (3 for Paulus et al.); n = 1 bans every token already generated.
+        n: the n-gram size (3 for Paulus et al.); n = 1 bans every token already generated; 0: no n-gram
+            blocking (``immediate`` alone).
         ignore: token ids never blocked: an n-gram containing one of them may repeat (``<unk>`` belongs here).
+        immediate: also ban each hypothesis's last token, so that no token follows itself.
     """
 
-    def __init__(self, n: int, ignore: Iterable[int] = ()):
+    def __init__(self, n: int, ignore: Iterable[int] = (), immediate: bool = False):
         super().__init__()
-        if n < 1:
+        if n < 0 or (n == 0 and not immediate):
             raise ValueError(f"n-gram blocking needs n >= 1, not {n}")
         self.n = n
+        self.immediate = immediate
         self.register_buffer("ignore", torch.tensor(sorted(set(ignore)), dtype=torch.long), persistent=False)
 
     def forward(self, tokens: Tensor, lprobs: Tensor, bsz: int, beam_size: int, step: int) -> Tensor:
@@ -58,9 +67,11 @@ class NGramBlocker(nn.Module):
 
     def block(self, generated: Tensor, lprobs: Tensor) -> Tensor:
         """generated: R x L tokens so far (no start symbol); lprobs: R x V.  Bans in place; returns lprobs."""
+        if self.immediate and generated.size(1) > 0:
+            self.block_last(generated[:, -1:], lprobs)
         n, length = self.n, generated.size(1)
-        if length < n:
-            return lprobs  # no complete earlier n-gram yet
+        if n == 0 or length < n:
+            return lprobs  # no n-gram blocking, or no complete earlier n-gram yet
         ngrams = generated.unfold(1, n, 1)  # R x W x n, W = L - n + 1 earlier n-grams
         suffix = generated[:, length - n + 1 :]  # R x (n-1): the candidate n-gram's first n-1 tokens
         match = (ngrams[:, :, : n - 1] == suffix.unsqueeze(1)).all(dim=2)  # R x W
@@ -73,10 +84,20 @@ class NGramBlocker(nn.Module):
         ban.masked_fill_(match, -math.inf)
         return lprobs.scatter_reduce_(1, ngrams[:, :, n - 1], ban, reduce="amin", include_self=True)
 
+    def block_last(self, last: Tensor, lprobs: Tensor) -> Tensor:
+        """last: R x 1, each hypothesis's last token; lprobs: R x V.  Bans it in place (unless ignored)."""
+        ban = torch.full(last.shape, -math.inf, dtype=lprobs.dtype, device=lprobs.device)  # R x 1
+        if self.ignore.numel() > 0:
+            ban.masked_fill_(torch.isin(last, self.ignore.to(last.device)), math.inf)
+        return lprobs.scatter_reduce_(1, last, ban, reduce="amin", include_self=True)
 
-def banned_reference(generated: List[int], n: int, ignore: Set[int] = frozenset()) -> Set[int]:
+
+def banned_reference(generated: List[int], n: int, ignore: Set[int] = frozenset(),
+                     immediate: bool = False) -> Set[int]:
     """The banned continuations of one hypothesis, by the definition (for tests)."""
-    banned = set()
+    banned = {generated[-1]} - set(ignore) if immediate and generated else set()
+    if n == 0:
+        return banned
     suffix = generated[len(generated) - n + 1 :] if n > 1 else []
     for j in range(len(generated) - n + 1):
         ngram = generated[j : j + n]

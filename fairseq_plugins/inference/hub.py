@@ -249,7 +249,8 @@ class Summarizer:
         the coverage penalty as ``generate.sh`` passes them: ``block_ngram_repeat=3`` is
         ``--block-ngram-repeat 3``); ``options`` are fairseq generation options (``beam``, ``min_len``,
         ``unkpen``, ``sampling``...) named as attributes of fairseq's GenerationConfig, and the summarization
-        task's search options (``block_ngram_repeat``, ``block_ignore``, ``coverage_penalty``, ``allow_unk``).
+        task's search options (``block_ngram_repeat``, ``block_immediate_repeat``, ``block_ignore``,
+        ``coverage_penalty``, ``allow_unk``).
         What ``options`` leave out is fairseq's default (``FAIRSEQ_GENERATION``) or the task's own option.
         ``summarize`` passes the model's own options (``self.generation``)."""
         project = [name for name in self.task_search_options if options.get(name)]
@@ -259,7 +260,7 @@ class Summarizer:
         settings = {key: value for key, value in FAIRSEQ_GENERATION.items() if key != "batch_size"}
         return self.task.build_generator([self.model], argparse.Namespace(**dict(settings, **options)))
 
-    task_search_options = ("block_ngram_repeat", "block_ignore", "coverage_penalty")
+    task_search_options = ("block_ngram_repeat", "block_immediate_repeat", "block_ignore", "coverage_penalty")
 
     def _batches(self, tokens: List[torch.Tensor], batch_size: int, max_positions):
         """fairseq-interactive's batches of ``tokens``: the index batches its batch iterator makes (fairseq's
@@ -331,8 +332,8 @@ class Summarizer:
     def summarize(self, texts: Sequence[str], strict: bool = False, detok: bool = True, **options) -> List[str]:
         """One detokenized summary per raw document, in order (``generate.sh --input``'s output; ``detok=False``:
         the tokens ROUGE scores, ``generate.sh --no-detok``'s).  ``options``:
-        beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_ignore,
-        coverage_penalty and other fairseq generation options (:func:`known_options`; another name is a
+        beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_immediate_repeat,
+        block_ignore, coverage_penalty and other fairseq generation options (:func:`known_options`; another name is a
         TypeError); the default of each is the model's own (``self.generation``).  A document the model cannot
         read whole is summarized from what it reads, with a logged warning; ``strict=True`` raises
         :class:`LossyInputError` instead, before generating anything."""

@@ -51,7 +51,8 @@ def generation_options(gen_args: Sequence[str]) -> Dict:
                          ("--no-repeat-ngram-size", int), ("--block-ignore", str), ("--coverage-penalty", float),
                          ("--unkpen", float)):
         parser.add_argument(option, type=kind)
-    parser.add_argument("--allow-unk", action="store_true", default=None)
+    for flag in ("--allow-unk", "--block-immediate-repeat"):
+        parser.add_argument(flag, action="store_true", default=None)
     known, unused = parser.parse_known_args(list(gen_args))
     options = {key: value for key, value in vars(known).items() if value is not None}
     if "no_repeat_ngram_size" in options:

@@ -5,6 +5,7 @@ Generation (fairseq-generate, fairseq-interactive, generate.sh, the hub API, val
 beam search (fairseq_plugins/generation/generator.py) with these task options:
   ``--block-ngram-repeat N``  no hypothesis produces an n-gram twice (Paulus et al.: N = 3); fairseq's own
                              ``--no-repeat-ngram-size N``, which blocks nothing on a CPU, means the same here;
+  ``--block-immediate-repeat`` no token directly after itself;
   ``--block-ignore TOKENS``  n-grams containing these tokens may repeat (OpenNMT-py -ignore_when_blocking);
   ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores;
   ``--allow-unk``            let summaries hold ``<unk>``, which the search otherwise never produces.
@@ -68,7 +69,8 @@ from fairseq_plugins.tasks.precision import autocast_train_step, bf16_autocast, 
 
 logger = logging.getLogger(__name__)
 
-GENERATOR_OPTIONS = ("block_ngram_repeat", "block_ignore", "coverage_penalty", "fairseq_beam_search", "allow_unk")
+GENERATOR_OPTIONS = ("block_ngram_repeat", "block_immediate_repeat", "block_ignore", "coverage_penalty",
+                     "fairseq_beam_search", "allow_unk")
 
 
 @dataclass
@@ -76,6 +78,9 @@ class SummarizationConfig(TranslationConfig):
     block_ngram_repeat: int = field(
         default=0, metadata={"help": "beam search: no hypothesis repeats an n-gram of this size (0 = off; Paulus "
                                      "et al. use 3); works on CPU and GPU, unlike --no-repeat-ngram-size"})
+    block_immediate_repeat: bool = field(
+        default=False, metadata={"help": "beam search: no token directly after itself ('w w'), except the tokens of "
+                                         "--block-ignore"})
     block_ignore: str = field(
         default="", metadata={"help": "space-separated tokens whose n-grams are never blocked, e.g. '. ,' "
                                       "(<unk> always is)"})
@@ -100,8 +105,8 @@ class SummarizationConfig(TranslationConfig):
     eval_gen_args: str = field(
         default=json.dumps(VALIDATION_GENERATION),
         metadata={"help": "generation settings for --eval-accuracy/--eval-rouge, as JSON (keys as in "
-                          "fairseq-generate, plus block_ngram_repeat, block_ignore, coverage_penalty, "
-                          "fairseq_beam_search)"},
+                          "fairseq-generate, plus block_ngram_repeat, block_immediate_repeat, block_ignore, "
+                          "coverage_penalty, fairseq_beam_search)"},
     )
     eval_max_documents: int = field(
         default=0, metadata={"help": "--eval-rouge/--eval-accuracy decode only the first N documents of each "
