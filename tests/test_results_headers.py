@@ -157,7 +157,7 @@ def test_eos_attention_report_pairs_the_two_copy_sides_per_decoding(monkeypatch)
 
 
 def test_immediate_repeats_report_pairs_the_ban_with_the_defaults_per_model(monkeypatch):
-    from scripts.experiments import immediate_repeats
+    from scripts.experiments import eos_attention, immediate_repeats
 
     def row(repeats):
         stutter = {"unk": 0, "doubled_first": 0.0, "with_immediate_repeat": 100.0 * sum(repeats) / len(repeats),
@@ -173,7 +173,7 @@ def test_immediate_repeats_report_pairs_the_ban_with_the_defaults_per_model(monk
                for seed in (1, 2)}
     results["references"] = row([0.0])["stutter"]
     results["lead"] = {"name": "LEAD-1", "rouge": {"ROUGE-1": 15.0, "ROUGE-2": 9.0, "ROUGE-L": 12.0}}
-    monkeypatch.setattr(immediate_repeats, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
+    monkeypatch.setattr(eos_attention, "paired_intervals", lambda a, b: [(0.0, -0.5, 0.5)] * 3)  # no files read
     monkeypatch.setattr(sys, "argv", ["immediate_repeats.py", "--seeds", "1", "2"])
     lines = immediate_repeats.report(argparse.Namespace(corpus="cnndm"), results, 0.0).splitlines()
     assert_made(lines[2:], "python scripts/experiments/immediate_repeats.py --seeds 1 2")

@@ -34,9 +34,9 @@ from fairseq_plugins.scoring.significance import paired_bootstrap
 from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack_beside, paired_intervals, read_lines,
                                      shown_intervals, verdict, write_report)
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
-from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, STUTTER, UNK, UNK_SLOT, as_a_user,
-                                               baseline_rows, config_of, exp_raw, lead_figures, model_tokens, prepared,
-                                               reference_figures, seed_options, stutter_figures)
+from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, UNK, UNK_SLOT, as_a_user,
+                                               config_of, exp_raw, lead_figures, model_tokens, prepared,
+                                               reference_figures, seed_options, seed_table)
 
 SETTINGS = ("renormalise", "generate")
 ROWS = [(setting, decoding) for setting in SETTINGS for decoding in ("old", "new")]
@@ -140,41 +140,43 @@ def indicator_intervals(a: Dict, b: Dict) -> List[tuple]:
     return [(100 * d, 100 * lo, 100 * hi) for d, lo, hi in zip(delta, low, high)]
 
 
-def report(args, results: Dict, started: float) -> str:
-    seeds = sorted(seed for seed in results if isinstance(seed, int))
-    lines = ["# Where the attention on the source's </s> goes: renormalised away, or to generation", ""]
-    lines += made_header("eos_attention.py", note=f"seeds {', '.join(map(str, seeds))}; "
+def paired_rows(results: Dict, seeds: List[int], label: str, a: str, b: str) -> List[str]:
+    """The lines of a pair table (| LABEL | measure | per seed | verdict |) for rows A -> B in every seed: the
+    INDICATORS in percentage points, then ROUGE-1/2/L."""
+    pairs = [(results[s]["rows"][a], results[s]["rows"][b]) for s in seeds]
+    runs = [indicator_intervals(x, y) + paired_intervals(Path(x["per_doc"]), Path(y["per_doc"])) for x, y in pairs]
+    names = [f"{name}, % of summaries" for _, name in INDICATORS] + ["ROUGE-1", "ROUGE-2", "ROUGE-L"]
+    lines = []
+    for index, name in enumerate(names):
+        per_seed = [run[index] for run in runs]
+        lines.append(f"| {label} | {name} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+    return lines
+
+
+def opening(title: str, script: str, results: Dict, seeds: List[int], started: float) -> List[str]:
+    """A report's first lines: its title, made_header's command, commit and machine, and the commits each seed's
+    models were trained at (results[seed]["trained_at"])."""
+    lines = [f"# {title}", ""]
+    lines += made_header(script, note=f"seeds {', '.join(map(str, seeds))}; "
                          f"{(time.time() - started) / 60:.0f} min this run")
     trained_at = "; ".join(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in results[s]["trained_at"].items())
                            for s in seeds)
-    lines += ["", f"Trained at commits {trained_at}.", "",
-              f"{CORPORA[args.corpus][0]}; `./train.sh DATA MODEL --max-update {args.max_update} --eos-attention "
-              "SETTING`.  "
-              "*old*: decoded `--allow-unk --block-ngram-repeat 0`; *new*: decoded with the defaults.  ROUGE: official "
-              "ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
-    lines += ["| seed | --eos-attention | decoding | R-1 | R-2 | R-L | " + " | ".join(n for _, n in STUTTER) + " |",
-              "|" + "---|" * (6 + len(STUTTER))]
-    for seed in seeds:
-        for setting, decoding in ROWS:
-            row = results[seed]["rows"][f"{setting}_{decoding}"]
-            r, st = row["rouge"], row["stutter"]
-            cells = [str(st[key]) if key == "unk" else f"{st[key]:.1f}" for key, _ in STUTTER]
-            lines.append(f"| {seed} | {setting} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
-                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    lines += baseline_rows(results, seeds)
+    return lines + ["", f"Trained at commits {trained_at}.", ""]
+
+
+def report(args, results: Dict, started: float) -> str:
+    seeds = sorted(seed for seed in results if isinstance(seed, int))
+    lines = opening("Where the attention on the source's </s> goes: renormalised away, or to generation",
+                    "eos_attention.py", results, seeds, started)
+    lines += [f"{CORPORA[args.corpus][0]}; `./train.sh DATA MODEL --max-update {args.max_update} --eos-attention "
+              "SETTING`.  *old*: decoded `--allow-unk --block-ngram-repeat 0`; *new*: decoded with the defaults.  "
+              "ROUGE: official ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).",
+              ""]
+    lines += seed_table(results, seeds, ROWS, first="--eos-attention")
     lines += ["", "## renormalise -> generate (B - A, 95 % paired bootstrap per seed)", "",
               "| decoding | measure | per seed | verdict |", "|---|---|---|---|"]
     for decoding in ("old", "new"):
-        pairs = [(results[s]["rows"][f"renormalise_{decoding}"], results[s]["rows"][f"generate_{decoding}"])
-                 for s in seeds]
-        runs = [indicator_intervals(a, b) for a, b in pairs]
-        for index, (_, name) in enumerate(INDICATORS):
-            per_seed = [run[index] for run in runs]
-            lines.append(f"| {decoding} | {name}, % of summaries | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
-        runs = [paired_intervals(Path(a["per_doc"]), Path(b["per_doc"])) for a, b in pairs]
-        for index, metric in enumerate(("ROUGE-1", "ROUGE-2", "ROUGE-L")):
-            per_seed = [run[index] for run in runs]
-            lines.append(f"| {decoding} | {metric} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+        lines += paired_rows(results, seeds, decoding, f"renormalise_{decoding}", f"generate_{decoding}")
     lines += ["", "## The first two steps, teacher-forced (each model's summaries with the defaults)", "",
               "| seed | --eos-attention | attention on </s> at step 1 | overlap of steps 1 and 2 | p_gen at step 2 |",
               "|---|---|---|---|---|"]

@@ -30,12 +30,11 @@ from typing import Dict, List
 import numpy as np
 
 from fairseq_plugins.scoring import summary_stats
-from scripts.experiments.eos_attention import INDICATORS, figures, indicator_intervals
-from scripts.experiments.lib import (ROOT, Experiment, pack_beside, paired_intervals, read_lines, shown_intervals,
-                                     verdict, write_report)
-from scripts.experiments.records import made_header, read_record
-from scripts.experiments.short_targets import (CORPORA, STUTTER, BEFORE_UPDATES, baseline_rows, config_of, exp_raw,
-                                               lead_figures, prepared, reference_figures, trained)
+from scripts.experiments.eos_attention import figures, opening, paired_rows
+from scripts.experiments.lib import ROOT, Experiment, pack_beside, read_lines, write_report
+from scripts.experiments.records import read_record
+from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, config_of, exp_raw, lead_figures, prepared,
+                                               reference_figures, seed_table, trained)
 
 DECODINGS = {"defaults": [], "ban": ["--block-immediate-repeat"]}
 MODELS = ("before", "after")
@@ -138,38 +137,17 @@ def seed_results(exp: Experiment, data_exp: Experiment, corpus: str, data: Path,
 
 def report(args, results: Dict, started: float) -> str:
     seeds = sorted(seed for seed in results if isinstance(seed, int))
-    lines = ["# Immediate repeats: where they come from, and the search that bans them", ""]
-    lines += made_header("immediate_repeats.py", note=f"seeds {', '.join(map(str, seeds))}; "
-                         f"{(time.time() - started) / 60:.0f} min this run")
-    trained_at = "; ".join(f"seed {s}: " + ", ".join(f"{k} {v}" for k, v in results[s]["trained_at"].items())
-                           for s in seeds)
-    lines += ["", f"Trained at commits {trained_at}.", "",
-              f"{CORPORA[args.corpus][0]}; short_targets.py's models: *before* `./train.sh DATA MODEL --max-update "
+    lines = opening("Immediate repeats: where they come from, and the search that bans them", "immediate_repeats.py",
+                    results, seeds, started)
+    lines += [f"{CORPORA[args.corpus][0]}; short_targets.py's models: *before* `./train.sh DATA MODEL --max-update "
               f"{BEFORE_UPDATES} --eos-attention renormalise`, *after* `./train.sh DATA MODEL`.  *defaults*: decoded "
-              "with the defaults; *ban*: the defaults and `--block-immediate-repeat`.  ROUGE: official ROUGE-1.5.5 F1 "
-              "on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
-    lines += ["| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(n for _, n in STUTTER) + " |",
-              "|" + "---|" * (6 + len(STUTTER))]
-    for seed in seeds:
-        for model, decoding in ROWS:
-            row = results[seed]["rows"][f"{model}_{decoding}"]
-            r, st = row["rouge"], row["stutter"]
-            cells = [str(st[key]) if key == "unk" else f"{st[key]:.1f}" for key, _ in STUTTER]
-            lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
-                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    lines += baseline_rows(results, seeds)
+              "with the defaults; *ban*: the defaults and `--block-immediate-repeat`.  ROUGE: official ROUGE-1.5.5 "
+              "F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
+    lines += seed_table(results, seeds, ROWS)
     lines += ["", "## defaults -> ban (B - A, 95 % paired bootstrap per seed)", "",
               "| model | measure | per seed | verdict |", "|---|---|---|---|"]
     for model in MODELS:
-        pairs = [(results[s]["rows"][f"{model}_defaults"], results[s]["rows"][f"{model}_ban"]) for s in seeds]
-        runs = [indicator_intervals(a, b) for a, b in pairs]
-        for index, (_, name) in enumerate(INDICATORS):
-            per_seed = [run[index] for run in runs]
-            lines.append(f"| {model} | {name}, % of summaries | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
-        runs = [paired_intervals(Path(a["per_doc"]), Path(b["per_doc"])) for a, b in pairs]
-        for index, metric in enumerate(("ROUGE-1", "ROUGE-2", "ROUGE-L")):
-            per_seed = [run[index] for run in runs]
-            lines.append(f"| {model} | {metric} | {shown_intervals(per_seed)} | {verdict(per_seed)} |")
+        lines += paired_rows(results, seeds, model, f"{model}_defaults", f"{model}_ban")
     lines += ["", "## Where the repeats come from (each model's summaries with the defaults, teacher-forced)", "",
               "Means over the steps that write the previous token again (*repeat*) and over the other word steps "
               "(*other*).", "",

@@ -303,16 +303,7 @@ def report(args, results: Dict, started: float) -> str:
               "`./train.sh DATA MODEL` with nothing else (10 epochs, the pointer sentinel), decoded with the defaults."
               "  ROUGE: official ROUGE-1.5.5 F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).",
               ""]
-    header = "| seed | model | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |"
-    lines += [header, "|" + "---|" * (6 + len(STUTTER))]
-    for seed in seeds:
-        for (model, decoding) in ROWS:
-            row = results[seed]["rows"][f"{model}_{decoding}"]
-            r = row["rouge"]
-            cells = [f"{row['stutter'][key]:.1f}" if key != "unk" else str(row['stutter'][key]) for key, _ in STUTTER]
-            lines.append(f"| {seed} | {model} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
-                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
-    lines += baseline_rows(results, seeds)
+    lines += seed_table(results, seeds, ROWS)
     lines += ["", "## Paired differences (B - A, ROUGE points, 95 % bootstrap per seed)", "",
               "| A -> B | metric | per seed | verdict |", "|---|---|---|---|"]
     for a, b, label in PAIRS:
@@ -341,6 +332,21 @@ def report(args, results: Dict, started: float) -> str:
             lines.append(f"| {seed} | {model} | {d['summaries']} | {d['overlap']:.2f} | {d['p_gen']:.2f} | "
                          f"{o['summaries']} | {o['overlap']:.2f} | {o['p_gen']:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def seed_table(results: Dict, seeds: Sequence[int], rows, first: str = "model") -> List[str]:
+    """The seed table: | seed | FIRST | decoding | R-1 | R-2 | R-L | STUTTER | for each seed and (name, decoding)
+    of ``rows`` (results[seed]["rows"]["NAME_DECODING"]), then the references' and LEAD-k's rows."""
+    lines = [f"| seed | {first} | decoding | R-1 | R-2 | R-L | " + " | ".join(name for _, name in STUTTER) + " |",
+             "|" + "---|" * (6 + len(STUTTER))]
+    for seed in seeds:
+        for name, decoding in rows:
+            row = results[seed]["rows"][f"{name}_{decoding}"]
+            r, stutter = row["rouge"], row["stutter"]
+            cells = [str(stutter[key]) if key == "unk" else f"{stutter[key]:.1f}" for key, _ in STUTTER]
+            lines.append(f"| {seed} | {name} | {decoding} | {r['ROUGE-1']:.2f} | {r['ROUGE-2']:.2f} | "
+                         f"{r['ROUGE-L']:.2f} | " + " | ".join(cells) + " |")
+    return lines + baseline_rows(results, seeds)
 
 
 def baseline_rows(results: Dict, seeds: Sequence[int]) -> List[str]:
