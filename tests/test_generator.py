@@ -255,7 +255,7 @@ def test_unk_is_never_generated_unless_allowed(loop_setup, fairseq_loop):
 @pytest.mark.parametrize("fairseq_loop", [False, True], ids=["project_loop", "fairseq_loop"])
 def test_a_doubled_word_is_blocked_where_trigram_blocking_lets_it_through(loop_setup, fairseq_loop):
     """A model that writes every word twice ("a a b b c c ..."): trigram blocking keeps the doubled words,
-    --block-immediate-repeat (a generation or a task option) writes no word twice in a row, on both loops; the
+    --block-immediate-repeat 1 (a generation or a task option) writes no word twice in a row, on both loops; the
     tokens of --block-ignore may still follow themselves."""
     dictionary, ids, src, lengths = loop_setup
     doubled = [ids["a"], ids["a"], ids["b"], ids["b"], ids["c"], ids["c"], ids[","], ids[","]]
@@ -267,14 +267,16 @@ def test_a_doubled_word_is_blocked_where_trigram_blocking_lets_it_through(loop_s
 
     trigram = best_tokens(generate(build(**options, block_ngram_repeat=3), src, lengths), dictionary.eos())
     assert trigram == doubled
-    both = best_tokens(generate(build(**options, block_ngram_repeat=3, block_immediate_repeat=True), src, lengths),
+    both = best_tokens(generate(build(**options, block_ngram_repeat=3, block_immediate_repeat=1), src, lengths),
                        dictionary.eos())
     assert len(both) == 8 and not immediate_repeats(both) and not has_repeat(both)
-    alone = best_tokens(generate(build({"block_immediate_repeat": True}, **options), src, lengths), dictionary.eos())
+    alone = best_tokens(generate(build({"block_immediate_repeat": 1}, **options), src, lengths), dictionary.eos())
     assert len(alone) == 8 and not immediate_repeats(alone)
-    ignoring = best_tokens(generate(build(**options, block_immediate_repeat=True, block_ignore=","), src, lengths),
+    ignoring = best_tokens(generate(build(**options, block_immediate_repeat=1, block_ignore=","), src, lengths),
                            dictionary.eos())
     assert immediate_repeats(ignoring) == [ids[","]]
+    with pytest.raises(ValueError, match=r"--block-immediate-repeat must be 1 \(on\) or 0 \(off\), not 2"):
+        build(**options, block_immediate_repeat=2)
 
 
 def test_the_sentence_separator_is_never_blocked():

@@ -86,7 +86,7 @@ def test_the_hub_decodes_with_the_models_gen_args(made):
                                          block_ngram_repeat=3)
     assert all(len(s.split()) <= 7 for s in summarizer.summarize(["a short document about models ."] * 2))
     assert generation_options(["--no-repeat-ngram-size", "2", "--print-alignment"])["block_ngram_repeat"] == 2
-    assert generation_options(["--block-immediate-repeat"])["block_immediate_repeat"] is True
+    assert generation_options(["--block-immediate-repeat", "1"])["block_immediate_repeat"] == 1
     assert "block_immediate_repeat" not in generation_options(["--beam", "2"])
     bare = work / "bare"  # a model directory from before config.json: scitldr_small's options
     bare.mkdir()

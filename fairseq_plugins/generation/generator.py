@@ -9,8 +9,9 @@ generation (``--eval-rouge``, ``--eval-accuracy``) all get it from the same opti
 
     --block-ngram-repeat N   no hypothesis produces an n-gram twice (Paulus et al. 2017, N = 3); banned
                              continuations get probability 0 before the beam is chosen (ngram_blocking.py)
-    --block-immediate-repeat no token directly after itself ("w w", which trigram blocking lets through once);
-                             the tokens of --block-ignore may follow themselves (ngram_blocking.py)
+    --block-immediate-repeat 1
+                             no token directly after itself ("w w", which trigram blocking lets through once);
+                             the tokens of --block-ignore may follow themselves (ngram_blocking.py); 0: off
     --block-ignore TOKENS    n-grams containing one of these tokens may repeat (OpenNMT-py
                              ``-ignore_when_blocking``), e.g. ". , \\""; ``<unk>`` is always ignored
     --allow-unk              let summaries hold ``<unk>``; by default the search never produces it (its
@@ -64,7 +65,7 @@ class SummarizationGenerator(SequenceGenerator):
 
     Args (beyond ``SequenceGenerator``'s):
         block_ngram_repeat: n of the n-gram blocking (0 = off).
-        block_immediate_repeat: no token directly after itself.
+        block_immediate_repeat: 1 = no token directly after itself, 0 = off.
         block_ignore: space-separated tokens whose n-grams are never blocked.
         coverage_penalty: beta of the coverage penalty (0 = off).
         fairseq_beam_search: always fairseq's loop, never beam_search.py.
@@ -73,18 +74,20 @@ class SummarizationGenerator(SequenceGenerator):
 
     def __init__(self, models, tgt_dict, block_ngram_repeat: int = 0, block_ignore: Optional[str] = None,
                  coverage_penalty: float = 0.0, fairseq_beam_search: bool = False, allow_unk: bool = False,
-                 block_immediate_repeat: bool = False, **kwargs):
+                 block_immediate_repeat: int = 0, **kwargs):
         super().__init__(models, tgt_dict, **kwargs)
         self.fairseq_beam_search = fairseq_beam_search
         if not allow_unk:
             self.unk_penalty = math.inf
         if block_ngram_repeat < 0:
             raise ValueError(f"--block-ngram-repeat must be >= 0, not {block_ngram_repeat}")
+        if block_immediate_repeat not in (0, 1):
+            raise ValueError(f"--block-immediate-repeat must be 1 (on) or 0 (off), not {block_immediate_repeat}")
         if block_ngram_repeat > 0 or block_immediate_repeat:
             self.repeat_ngram_blocker = NGramBlocker(block_ngram_repeat, ignore_ids(tgt_dict, block_ignore),
-                                                     immediate=block_immediate_repeat)
+                                                     immediate=bool(block_immediate_repeat))
         elif block_ignore:
-            raise ValueError("--block-ignore needs --block-ngram-repeat N (N > 0) or --block-immediate-repeat")
+            raise ValueError("--block-ignore needs --block-ngram-repeat N (N > 0) or --block-immediate-repeat 1")
         if coverage_penalty < 0 or not math.isfinite(coverage_penalty):
             raise ValueError(f"--coverage-penalty must be a finite number >= 0, not {coverage_penalty}")
         self.coverage_penalty = coverage_penalty

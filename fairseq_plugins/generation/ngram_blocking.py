@@ -21,7 +21,7 @@ into n-grams, one comparison, one ``scatter_reduce``): no Python loop over hypot
 host-device synchronisation, the same code on a CPU and a GPU.  ``banned_reference`` is the plain
 double-loop definition, kept for the tests.
 
-Immediate repeats (``--block-immediate-repeat``): no token directly after itself, banned_r = { y_L } unless y_L
+Immediate repeats (``--block-immediate-repeat 1``): no token directly after itself, banned_r = { y_L } unless y_L
 is ignored.  This is the one repeat that trigram blocking lets through at its first occurrence ("w w").  A
 pointer-generator makes it by copying: after it copies w from one position of the source, coverage (See eq 10)
 marks that position only, and its attention moves to another occurrence of w in the source and copies w again

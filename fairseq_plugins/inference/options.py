@@ -47,12 +47,11 @@ def generation_options(gen_args: Sequence[str]) -> Dict:
     Options the API has no use for (e.g. ``--print-alignment``) are logged and left out."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for option, kind in (("--beam", int), ("--max-len-a", float), ("--max-len-b", int), ("--min-len", int),
-                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int),
+                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int), ("--block-immediate-repeat", int),
                          ("--no-repeat-ngram-size", int), ("--block-ignore", str), ("--coverage-penalty", float),
                          ("--unkpen", float)):
         parser.add_argument(option, type=kind)
-    for flag in ("--allow-unk", "--block-immediate-repeat"):
-        parser.add_argument(flag, action="store_true", default=None)
+    parser.add_argument("--allow-unk", action="store_true", default=None)
     known, unused = parser.parse_known_args(list(gen_args))
     options = {key: value for key, value in vars(known).items() if value is not None}
     if "no_repeat_ngram_size" in options:

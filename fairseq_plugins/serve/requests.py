@@ -49,7 +49,7 @@ OPTION_RULES = {
     "min_len": (int, 1, "max_len", "shortest summary in tokens"),
     "lenpen": (float, 0.0, 10.0, "length penalty"),
     "block_ngram_repeat": (int, 0, "max_ngram", "no repeated n-grams of this size (0: off)"),
-    "block_immediate_repeat": (bool, False, True, "no token directly after itself"),
+    "block_immediate_repeat": (int, 0, 1, "1 bans a token directly after itself, 0 does not"),
     "block_ignore": (str, 0, 200, "tokens whose n-grams may repeat, separated by spaces"),
     "coverage_penalty": (float, 0.0, 10.0, "coverage penalty beta (Wu eq 14, GNMT)"),
 }
@@ -142,11 +142,6 @@ def check_options(options, defaults: Dict, limits: Limits) -> Dict:
 def check_option(name: str, value, limits: Limits):
     kind, low, high, what = OPTION_RULES[name]
     high = getattr(limits, high) if isinstance(high, str) else high
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ApiError(400, "bad_option", f"option {name} ({what}) must be true or false, not "
-                                              f"{json.dumps(value)[:60]}")
-        return value
     if kind is str:
         if not isinstance(value, str) or len(value) > high:
             raise ApiError(400, "bad_option", f"option {name} ({what}) must be a string of at most {high} "

@@ -5,7 +5,7 @@ Generation (fairseq-generate, fairseq-interactive, generate.sh, the hub API, val
 beam search (fairseq_plugins/generation/generator.py) with these task options:
   ``--block-ngram-repeat N``  no hypothesis produces an n-gram twice (Paulus et al.: N = 3); fairseq's own
                              ``--no-repeat-ngram-size N``, which blocks nothing on a CPU, means the same here;
-  ``--block-immediate-repeat`` no token directly after itself;
+  ``--block-immediate-repeat 1`` no token directly after itself (0: off);
   ``--block-ignore TOKENS``  n-grams containing these tokens may repeat (OpenNMT-py -ignore_when_blocking);
   ``--coverage-penalty B``   GNMT's coverage penalty with beta B, added to finished hypotheses' scores;
   ``--allow-unk``            let summaries hold ``<unk>``, which the search otherwise never produces.
@@ -78,9 +78,9 @@ class SummarizationConfig(TranslationConfig):
     block_ngram_repeat: int = field(
         default=0, metadata={"help": "beam search: no hypothesis repeats an n-gram of this size (0 = off; Paulus "
                                      "et al. use 3); works on CPU and GPU, unlike --no-repeat-ngram-size"})
-    block_immediate_repeat: bool = field(
-        default=False, metadata={"help": "beam search: no token directly after itself ('w w'), except the tokens of "
-                                         "--block-ignore"})
+    block_immediate_repeat: int = field(
+        default=0, metadata={"help": "beam search: 1 = no token directly after itself ('w w'), except the tokens of "
+                                     "--block-ignore; 0 = off"})
     block_ignore: str = field(
         default="", metadata={"help": "space-separated tokens whose n-grams are never blocked, e.g. '. ,' "
                                       "(<unk> always is)"})

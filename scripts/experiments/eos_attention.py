@@ -36,7 +36,7 @@ from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack_besi
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, UNK, UNK_SLOT, as_a_user,
                                                config_of, exp_raw, lead_figures, model_tokens, prepared,
-                                               reference_figures, seed_options, seed_table)
+                                               reference_figures, seed_options, seed_table, stutter_figures)
 
 SETTINGS = ("renormalise", "generate")
 ROWS = [(setting, decoding) for setting in SETTINGS for decoding in ("old", "new")]

@@ -1,5 +1,5 @@
 """A word written twice in a row ("w w"): where a pointer-generator's immediate repeats come from, and what
-banning them in the search (--block-immediate-repeat) does.
+banning them in the search (--block-immediate-repeat 1) does.
 
     python scripts/experiments/immediate_repeats.py [--corpus cnndm|lcsts] [--data-work WORK] [--seeds 1 2]
         [--out docs/results/immediate_repeats.md] [--reuse-stale]
@@ -7,7 +7,7 @@ banning them in the search (--block-immediate-repeat) does.
 The models are short_targets.py's (its work folder, runs/short_targets or runs/short_targets_lcsts, is made or
 reused): for each seed, *before* (600 updates) and *after* (./train.sh with nothing else), on CNN/DailyMail
 leads -> first highlight or LCSTS in jieba words.  Each is decoded by ./generate.sh --split test --no-detok with
-the defaults (*defaults*: trigram blocking, no <unk>) and with the defaults and --block-immediate-repeat (*ban*).
+the defaults (*defaults*: trigram blocking, no <unk>) and with the defaults and --block-immediate-repeat 1 (*ban*).
 
 Where the repeats come from: each model's summaries with the defaults are teacher-forced through it, and at every
 step that repeats the previous token (a word), and at every other word step, the script reads
@@ -36,7 +36,7 @@ from scripts.experiments.records import read_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, config_of, exp_raw, lead_figures, prepared,
                                                reference_figures, seed_table, trained)
 
-DECODINGS = {"defaults": [], "ban": ["--block-immediate-repeat"]}
+DECODINGS = {"defaults": [], "ban": ["--block-immediate-repeat", "1"]}
 MODELS = ("before", "after")
 ROWS = [(model, decoding) for model in MODELS for decoding in DECODINGS]
 MECHANISM = [("copy_share", "copy share of P(w)"), ("twice", "w twice or more in the source"),
@@ -141,7 +141,7 @@ def report(args, results: Dict, started: float) -> str:
                     results, seeds, started)
     lines += [f"{CORPORA[args.corpus][0]}; short_targets.py's models: *before* `./train.sh DATA MODEL --max-update "
               f"{BEFORE_UPDATES} --eos-attention renormalise`, *after* `./train.sh DATA MODEL`.  *defaults*: decoded "
-              "with the defaults; *ban*: the defaults and `--block-immediate-repeat`.  ROUGE: official ROUGE-1.5.5 "
+              "with the defaults; *ban*: the defaults and `--block-immediate-repeat 1`.  ROUGE: official ROUGE-1.5.5 "
               "F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
     lines += seed_table(results, seeds, ROWS)
     lines += ["", "## defaults -> ban (B - A, 95 % paired bootstrap per seed)", "",
