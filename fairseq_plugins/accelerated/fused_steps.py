@@ -246,6 +246,7 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
     hidden, cell, feed, coverage = start
     buffers = Buffers(gates_x, memory.values, coverage)
     fixed = StepConstants.of(weights, hidden.size(0))
+    kernel = cell_kernels(gates_x)  # torch's cell kernel returns its outputs, stacked after the loop
     attns, operands, kernel_outputs = [], [], []
     for gates_x_t, out in zip(gates_x.unbind(1), buffers.steps):
         hidden, cell, acts, attn, context, coverage, pair = see_step(gates_x_t, feed, hidden, cell, coverage, fixed,
@@ -253,10 +254,10 @@ def run_loop(gates_x: Tensor, weights: StepWeights, memory: Memory, start: List[
         feed = context.squeeze(1)  # B x C   h*_t, fed to the next step
         attns.append(attn)
         operands.append(pair)
-        if out.acts is None:  # torch's cell kernel: its outputs, stacked after the loop
+        if kernel:
             kernel_outputs.append((hidden, cell, acts))
     attn = torch.stack(attns, dim=1)  # B x T x S
-    if cell_kernels(gates_x):
+    if kernel:
         states, all_cells, acts = (torch.stack(parts, dim=1) for parts in zip(*kernel_outputs))  # B x T x (H, H, 4H)
         tanh_cells = None
     else:
