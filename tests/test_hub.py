@@ -92,7 +92,8 @@ def test_trigram_blocking_in_summarize_generate_sh_and_fairseq_generate(trained,
 
 def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, documents, tmp_path):
     """A copy of the checkpoint that can only copy (p_gen = 0, uniform attention) writes the most frequent source
-    token: for the last document an OOV word, which both generate.sh and summarize() must restore."""
+    token: for the last document an OOV word, which both generate.sh and summarize() must restore (again and again
+    once the default config's --block-immediate-repeat is off)."""
     import torch
 
     from fairseq_plugins.inference.hub import Summarizer
@@ -115,7 +116,9 @@ def test_copied_oov_words_are_restored_as_generate_sh_does(trained, summarizer, 
                   "--input", str(tmp_path / "docs.txt"), str(data), str(model), *GENERATION])
     summaries = copier.summarize(docs, beam=3, max_len_b=20)
     assert summaries == script.stdout.split("\n")[:-1]
-    assert summaries[-1].split()[:3] == ["zyxwvut"] * 3
+    assert summaries[-1].split()[0] == "zyxwvut"  # the OOV word, restored
+    again = copier.summarize(docs[-1:], beam=3, max_len_b=20, block_immediate_repeat=0)[0]  # the config's ban off
+    assert again.split()[:3] == ["zyxwvut"] * 3
     source_words = set(MARKER_DOC.split()) | {"<", ">", "oov-2"}
     tokens = copier.summarize(docs[:1], beam=3, max_len_b=20, detok=False)[0]  # before detokenization
     assert set(tokens.split()) <= source_words  # only copying: every word comes from the source

@@ -13,5 +13,5 @@ off in its config (tasks/summarization.py).
 DEFAULT_BATCH_SIZE = 32
 FAIRSEQ_GENERATION = {"beam": 5, "max_len_a": 0, "max_len_b": 200, "min_len": 1, "lenpen": 1.0,
                       "batch_size": DEFAULT_BATCH_SIZE}
-DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5, block_ngram_repeat=3)
+DEFAULT_GENERATION = dict(FAIRSEQ_GENERATION, max_len_b=60, min_len=5, block_ngram_repeat=3, block_immediate_repeat=1)
 VALIDATION_GENERATION = {"beam": 1, "max_len_a": 0, "max_len_b": 100}

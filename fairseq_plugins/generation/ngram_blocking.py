@@ -25,7 +25,7 @@ Immediate repeats (``--block-immediate-repeat 1``): no token directly after itse
 is ignored.  This is the one repeat that trigram blocking lets through at its first occurrence ("w w").  A
 pointer-generator makes it by copying: after it copies w from one position of the source, coverage (See eq 10)
 marks that position only, and its attention moves to another occurrence of w in the source and copies w again
-(docs/results/immediate_repeats.md measures it).
+(docs/results/immediate_repeats_lcsts.md measures it).
 """
 import math
 from typing import Iterable, List, Optional, Set
