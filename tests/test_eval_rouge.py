@@ -15,9 +15,9 @@ from conftest import run, slice_corpus
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")
 GENERATION = {"beam": 3, "max_len_a": 0, "max_len_b": 20, "min_len": 5, "block_ngram_repeat": 3,
-              "block_ignore": ","}
+              "block_immediate_repeat": 1, "block_ignore": ","}
 GENERATE_SH = ["--beam", "3", "--max-len-b", "20", "--min-len", "5", "--block-ngram-repeat", "3",
-               "--block-ignore", ","]  # the same settings as fairseq-generate options
+               "--block-immediate-repeat", "1", "--block-ignore", ","]  # the same settings as fairseq-generate options
 VALID_LINE = re.compile(r"valid on 'valid' subset \|.*\| rouge_1 ([\d.]+) \| rouge_2 ([\d.]+) \| rouge_l ([\d.]+) "
                         r"\|.*\| num_updates (\d+)")
 

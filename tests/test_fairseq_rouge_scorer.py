@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow  # every test runs fairseq-generate on a trained m
 ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = str(ROOT / "fairseq_plugins")
 GENERATION = ["--beam", "3", "--max-len-a", "0", "--max-len-b", "20", "--min-len", "5", "--batch-size", "8",
-              "--block-ngram-repeat", "3"]  # what generate.sh adds from the config: the same search on both paths
+              "--block-ngram-repeat", "3", "--block-immediate-repeat", "1"]  # what generate.sh adds from the config:
+# the same search on both paths
 SCORE_REFERENCE = ["--score-reference", "--batch-size", "8"]
 SCORER_LINE = re.compile(r"R-1 ([\d.]+) R-2 ([\d.]+) R-L ([\d.]+)")
 EXACT_LINE = re.compile(r"F1 mean over documents \(exact\): ROUGE-1 ([\d.]+) ROUGE-2 ([\d.]+) ROUGE-L ([\d.]+)")

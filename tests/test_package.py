@@ -49,7 +49,8 @@ def test_package_holds_everything_and_a_model_card(model, packaged):
     assert "architecture: `pgn_lstm_small`" in card and "updates: 3" in card
     command = "./train.sh -c short DATA_DIR SAVE_DIR --max-update 3 --max-tokens 1500"
     assert f"{command} --tensorboard-logdir .../tensorboard" in card  # an option's absolute path: its last name
-    assert "GEN_ARGS: `--beam 5 --max-len-a 0 --max-len-b 60 --min-len 5 --block-ngram-repeat 3 --batch-size 32`" in card
+    assert ("GEN_ARGS: `--beam 5 --max-len-a 0 --max-len-b 60 --min-len 5 --block-ngram-repeat 3 "
+            "--block-immediate-repeat 1 --batch-size 32`") in card
     assert "ROUGE-1 Average_F: 0.12345" in card and "training documents: 200" in card
     assert "lower-cased: yes" in card  # scitldr_small's word units are lower-cased
     assert str(save.parent) not in card and "/tmp" not in card  # names, not the training machine's paths

@@ -18,7 +18,8 @@ from fairseq_plugins.viz.visualize import png_layout, render_html, render_png, s
 
 SETTINGS = {"lang": "en", "unit": "keep", "lowercase": False, "max_source_len": 0, "num_markers": 4}
 COPY_DOC = "a zyzzyva b zyzzyva zyzzyva"  # source: a <oov-0> b <oov-0> <oov-0> </s>
-GENERATION = dict(beam=2, max_len_b=4, min_len=4, block_ngram_repeat=0)  # a forced copy repeats its word
+GENERATION = dict(beam=2, max_len_b=4, min_len=4, block_ngram_repeat=0, block_immediate_repeat=0)  # a forced copy
+# repeats its word
 
 
 def make_summarizer(switch_bias=None, uniform_attention=False, seed=0, sharpen=1.0):
