@@ -22,7 +22,6 @@ on </s> at the first step, the share of the second step's attention already held
 sum_i min(a_1i, a_2i), and p_gen (See eq 8) at the second step.
 """
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -31,8 +30,8 @@ import numpy as np
 
 from fairseq_plugins.scoring import summary_stats
 from fairseq_plugins.scoring.significance import paired_bootstrap
-from scripts.experiments.lib import (ROOT, Experiment, official_rouge, pack_beside, paired_intervals, read_lines,
-                                     shown_intervals, verdict, write_report)
+from scripts.experiments.lib import (ROOT, Experiment, kept_or_made, official_rouge, pack_beside, paired_intervals,
+                                     read_lines, shown_intervals, verdict, write_report)
 from scripts.experiments.records import made_header, read_record, train_or_reuse, training_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, DECODINGS, UNK, UNK_SLOT, as_a_user,
                                                config_of, exp_raw, lead_figures, model_tokens, prepared,
@@ -44,25 +43,36 @@ INDICATORS = [("doubled_first", "first token doubled"), ("with_immediate_repeat"
 ARCHIVED = ("seed*/*.sum", "seed*/*.json", "logs/rouge_*.per_doc.tsv", "logs/rouge_*.out", "logs/train_*.terminal")
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def corpus_parser(name: str, doc: str) -> argparse.ArgumentParser:
+    """The options of an experiment NAME over short_targets.py's corpora: --corpus, --work, --data-work, --seeds,
+    --out, --reuse-stale (``corpus_paths`` fills the folders' defaults in)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="cnndm")
-    parser.add_argument("--work", type=Path, help="default: runs/eos_attention (cnndm), runs/eos_attention_lcsts")
+    parser.add_argument("--work", type=Path, help=f"default: runs/{name} (cnndm), runs/{name}_lcsts")
     parser.add_argument("--data-work", type=Path, help="short_targets.py's work folder for the corpus, whose data/ "
                         "is made or reused (default: runs/short_targets, runs/short_targets_lcsts)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--max-update", type=int, default=BEFORE_UPDATES,
-                        help="the training budget (short_targets.py's before budget by default)")
-    parser.add_argument("--out", type=Path, help="default: docs/results/eos_attention.md (cnndm), "
-                        "docs/results/eos_attention_lcsts.md")
+    parser.add_argument("--out", type=Path, help=f"default: docs/results/{name}.md (cnndm), "
+                        f"docs/results/{name}_lcsts.md")
     parser.add_argument("--reuse-stale", action="store_true",
                         help="reuse finished trainings made by older code (the report names their commit)")
-    args = parser.parse_args()
+    return parser
+
+
+def corpus_paths(args, name: str):
+    """``args`` with the default work, data and report paths of experiment NAME for its corpus."""
     suffix = "" if args.corpus == "cnndm" else f"_{args.corpus}"
-    args.work = args.work or ROOT / "runs" / f"eos_attention{suffix}"
+    args.work = args.work or ROOT / "runs" / f"{name}{suffix}"
     args.data_work = args.data_work or ROOT / "runs" / f"short_targets{suffix}"
-    args.out = args.out or ROOT / "docs" / "results" / f"eos_attention{suffix}.md"
+    args.out = args.out or ROOT / "docs" / "results" / f"{name}{suffix}.md"
     return args
+
+
+def parse_args():
+    parser = corpus_parser("eos_attention", __doc__)
+    parser.add_argument("--max-update", type=int, default=BEFORE_UPDATES,
+                        help="the training budget (short_targets.py's before budget by default)")
+    return corpus_paths(parser.parse_args(), "eos_attention")
 
 
 def trained(exp: Experiment, config: str, data: Path, seed: int, setting: str, updates: int, stale: bool) -> Path:
@@ -122,16 +132,14 @@ def seed_results(exp: Experiment, data_exp: Experiment, corpus: str, data: Path,
     """One seed's rows and first-step figures, kept in WORK/seedS/results.json while newer than its models."""
     config = config_of(data_exp, corpus)  # short_targets.py's config
     models = {setting: trained(exp, config, data, seed, setting, updates, stale) for setting in SETTINGS}
-    kept = exp.work / f"seed{seed}" / "results.json"
-    newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
-    if kept.is_file() and kept.stat().st_mtime > newest:
-        return json.loads(kept.read_text(encoding="utf-8"))
-    rows = {f"{s}_{d}": figures(exp, data, decoded(exp, models[s], data, exp.work / f"seed{seed}" / f"{s}_{d}.sum", d),
-                                f"{seed}_{s}_{d}", CORPORA[corpus][3]) for s, d in ROWS}
-    results = {"rows": rows, "first_steps": {s: first_steps(models[s], data) for s in SETTINGS},
-               "trained_at": {s: read_record(models[s])["code"]["commit"] for s in SETTINGS}}
-    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    return results
+
+    def make():
+        rows = {f"{s}_{d}": figures(exp, data, decoded(exp, models[s], data, exp.work / f"seed{seed}" / f"{s}_{d}.sum",
+                                                       d), f"{seed}_{s}_{d}", CORPORA[corpus][3]) for s, d in ROWS}
+        return {"rows": rows, "first_steps": {s: first_steps(models[s], data) for s in SETTINGS},
+                "trained_at": {s: read_record(models[s])["code"]["commit"] for s in SETTINGS}}
+
+    return kept_or_made(exp.work / f"seed{seed}" / "results.json", models.values(), make)
 
 
 def indicator_intervals(a: Dict, b: Dict) -> List[tuple]:

@@ -22,8 +22,6 @@ ROUGE is official ROUGE-1.5.5, the paired intervals 95 % bootstraps over the tes
 the per-summary stutter indicators), the verdicts the project's rule (lib.verdict).  The report is rebuilt every
 run; what it is made of is packed beside it in docs/results/NAME/run.tar.xz.
 """
-import argparse
-import json
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -31,8 +29,8 @@ from typing import Dict, List
 import numpy as np
 
 from fairseq_plugins.scoring import summary_stats
-from scripts.experiments.eos_attention import figures, opening, paired_rows
-from scripts.experiments.lib import ROOT, Experiment, pack_beside, read_lines, write_report
+from scripts.experiments.eos_attention import corpus_parser, corpus_paths, figures, opening, paired_rows
+from scripts.experiments.lib import Experiment, kept_or_made, pack_beside, read_lines, write_report
 from scripts.experiments.records import read_record
 from scripts.experiments.short_targets import (BEFORE_UPDATES, CORPORA, config_of, exp_raw, lead_figures, prepared,
                                                reference_figures, seed_table, trained)
@@ -46,23 +44,7 @@ ARCHIVED = ("seed*/*.sum", "seed*/*.json", "logs/rouge_*.per_doc.tsv", "logs/rou
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", choices=sorted(CORPORA), default="cnndm")
-    parser.add_argument("--work", type=Path, help="default: runs/immediate_repeats (cnndm), "
-                        "runs/immediate_repeats_lcsts")
-    parser.add_argument("--data-work", type=Path, help="short_targets.py's work folder for the corpus, whose data/ "
-                        "and models are made or reused (default: runs/short_targets, runs/short_targets_lcsts)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--out", type=Path, help="default: docs/results/immediate_repeats.md (cnndm), "
-                        "docs/results/immediate_repeats_lcsts.md")
-    parser.add_argument("--reuse-stale", action="store_true",
-                        help="reuse finished trainings made by older code (the report names their commit)")
-    args = parser.parse_args()
-    suffix = "" if args.corpus == "cnndm" else f"_{args.corpus}"
-    args.work = args.work or ROOT / "runs" / f"immediate_repeats{suffix}"
-    args.data_work = args.data_work or ROOT / "runs" / f"short_targets{suffix}"
-    args.out = args.out or ROOT / "docs" / "results" / f"immediate_repeats{suffix}.md"
-    return args
+    return corpus_paths(corpus_parser("immediate_repeats", __doc__).parse_args(), "immediate_repeats")
 
 
 def decoded(exp: Experiment, model: Path, data: Path, summaries: Path, decoding: str) -> Path:
@@ -125,16 +107,14 @@ def where_repeats_come_from(model_dir: Path, data: Path) -> Dict[str, Dict[str, 
 def seed_results(exp: Experiment, data_exp: Experiment, corpus: str, data: Path, seed: int, stale: bool) -> Dict:
     """One seed's rows and mechanism figures, kept in WORK/seedS/results.json while newer than its models."""
     models = trained(data_exp, config_of(data_exp, corpus), data, seed, BEFORE_UPDATES, stale)
-    kept = exp.work / f"seed{seed}" / "results.json"
-    newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models.values())
-    if kept.is_file() and kept.stat().st_mtime > newest:
-        return json.loads(kept.read_text(encoding="utf-8"))
-    rows = {f"{m}_{d}": figures(exp, data, decoded(exp, models[m], data, exp.work / f"seed{seed}" / f"{m}_{d}.sum", d),
-                                f"{seed}_{m}_{d}", CORPORA[corpus][3]) for m, d in ROWS}
-    results = {"rows": rows, "mechanism": {m: where_repeats_come_from(models[m], data) for m in MODELS},
-               "trained_at": {m: read_record(models[m])["code"]["commit"] for m in MODELS}}
-    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    return results
+
+    def make():
+        rows = {f"{m}_{d}": figures(exp, data, decoded(exp, models[m], data, exp.work / f"seed{seed}" / f"{m}_{d}.sum",
+                                                       d), f"{seed}_{m}_{d}", CORPORA[corpus][3]) for m, d in ROWS}
+        return {"rows": rows, "mechanism": {m: where_repeats_come_from(models[m], data) for m in MODELS},
+                "trained_at": {m: read_record(models[m])["code"]["commit"] for m in MODELS}}
+
+    return kept_or_made(exp.work / f"seed{seed}" / "results.json", models.values(), make)
 
 
 def report(args, results: Dict, started: float) -> str:

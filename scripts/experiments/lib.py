@@ -189,6 +189,17 @@ RUN_FILES = ("results.json", "results.md", "outputs/*.txt", "logs/train_*.log", 
              "models/*/test_stats.json", "models/*/training.json")
 
 
+def kept_or_made(kept: Path, models, make) -> dict:
+    """``make()``'s results (a JSON-able dict), kept in the file ``kept`` and reused while it is newer than every
+    model folder's checkpoint_best.pt in ``models``."""
+    newest = max((model / "checkpoint_best.pt").stat().st_mtime for model in models)
+    if kept.is_file() and kept.stat().st_mtime > newest:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    results = make()
+    kept.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return results
+
+
 def write_report(exp: "Experiment", out: Path, text: str, done: str) -> None:
     """Writes a report to OUT (its folder made) and says ``done`` with its path."""
     out.parent.mkdir(parents=True, exist_ok=True)
