@@ -168,7 +168,8 @@ def test_immediate_repeats_report_pairs_the_ban_with_the_defaults_per_model(monk
     repeats = {"defaults": [1.0] * 8 + [0.0] * 2, "ban": [0.0] * 10}
     rows = {f"{m}_{d}": row(repeats[d]) for m, d in immediate_repeats.ROWS}
     group = {"steps": 5, "copy_share": 0.98, "twice": 0.84, "moved": 0.66, "same_peak": 0.14}
-    mechanism = {m: {"repeat": group, "other": dict(group, steps=300, copy_share=0.8)} for m in immediate_repeats.MODELS}
+    mechanism = {m: {"repeat": group, "other": dict(group, steps=300, copy_share=0.8)}
+                 for m in immediate_repeats.MODELS}
     results = {seed: {"rows": rows, "mechanism": mechanism, "trained_at": {"before": "abc", "after": "abc"}}
                for seed in (1, 2)}
     results["references"] = row([0.0])["stutter"]

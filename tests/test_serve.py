@@ -111,7 +111,8 @@ BAD_REQUESTS = [
     (b'{"documents": ["a"], "options": {"block_immediate_repeat": true}}', 400, "bad_option",
      "option block_immediate_repeat (1 bans a token directly after itself, 0 does not) must be an integer"),
     (b'{"documents": ["a"], "options": {"block_immediate_repeat": 2}}', 422, "option_out_of_range",
-     "block_immediate_repeat (1 bans a token directly after itself, 0 does not) = 2 is outside this server's limits [0, 1]"),
+     "block_immediate_repeat (1 bans a token directly after itself, 0 does not) = 2 is outside this server's "
+     "limits [0, 1]"),
     (b'{"documents": ["a"], "options": {"beam": 7}}', 422, "option_out_of_range", "beam (beam size) = 7 is "
                                                                                   "outside this server's limits [1, 6]"),
     (b'{"documents": ["a"], "options": {"min_len": 30, "max_len_b": 10}}', 400, "bad_option",

@@ -333,8 +333,8 @@ class Summarizer:
         """One detokenized summary per raw document, in order (``generate.sh --input``'s output; ``detok=False``:
         the tokens ROUGE scores, ``generate.sh --no-detok``'s).  ``options``:
         beam, max_len_a, max_len_b, min_len, lenpen, batch_size, block_ngram_repeat, block_immediate_repeat,
-        block_ignore, coverage_penalty and other fairseq generation options (:func:`known_options`; another name is a
-        TypeError); the default of each is the model's own (``self.generation``).  A document the model cannot
+        block_ignore, coverage_penalty and other fairseq generation options (:func:`known_options`; another name is
+        a TypeError); the default of each is the model's own (``self.generation``).  A document the model cannot
         read whole is summarized from what it reads, with a logged warning; ``strict=True`` raises
         :class:`LossyInputError` instead, before generating anything."""
         return [text for text, _ in self.summarize_with_reports(texts, strict, detok, **options)]
@@ -378,18 +378,24 @@ def _as_word(token: str, oov_words: List[str]) -> str:
     return oov_words[k] if k < len(oov_words) else "<unk>"
 
 
+def forced_inputs(model, src_ids: torch.Tensor, summary_ids: torch.Tensor):
+    """The model's inputs for teacher forcing one summary, on the model's device: the source (1 x S), its length (1)
+    and the decoder's inputs, </s> then the summary without its last token (1 x T), as fairseq's beam search
+    feeds them."""
+    device = model_device(model)
+    src = src_ids.long().view(1, -1).to(device)  # 1 x S
+    summary = summary_ids.long().to(device)  # T
+    prev = torch.cat([summary.new_tensor([model.decoder.dictionary.eos()]), summary[:-1]]).view(1, -1)  # 1 x T
+    return src, torch.tensor([src.size(1)], device=device), prev
+
+
 def teacher_force(model, src_ids: torch.Tensor, summary_ids: torch.Tensor) -> Dict[str, Optional[np.ndarray]]:
     """Run one document's source (1-D ids, ending in </s>) and summary (1-D ids, ending in </s>) through the model
     with teacher forcing; returns numpy arrays ``attention`` (T x S), ``p_gen`` (T, or None) and ``coverage``
     (T x S, or None), T = len(summary_ids), S = len(src_ids).  The decoder is fed </s> then the summary without
     its last token, as fairseq's beam search feeds it, so step t's values are those the beam saw.  The inputs go
     to the model's device, wherever they come from."""
-    device = model_device(model)
-    eos = model.decoder.dictionary.eos()
-    src = src_ids.long().view(1, -1).to(device)  # 1 x S
-    summary = summary_ids.long().to(device)  # T
-    prev = torch.cat([summary.new_tensor([eos]), summary[:-1]]).view(1, -1)  # 1 x T
-    lengths = torch.tensor([src.size(1)], device=device)  # 1
+    src, lengths, prev = forced_inputs(model, src_ids, summary_ids)
     was_training = model.training
     model.eval()
     try:

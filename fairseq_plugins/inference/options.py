@@ -47,9 +47,9 @@ def generation_options(gen_args: Sequence[str]) -> Dict:
     Options the API has no use for (e.g. ``--print-alignment``) are logged and left out."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for option, kind in (("--beam", int), ("--max-len-a", float), ("--max-len-b", int), ("--min-len", int),
-                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int), ("--block-immediate-repeat", int),
-                         ("--no-repeat-ngram-size", int), ("--block-ignore", str), ("--coverage-penalty", float),
-                         ("--unkpen", float)):
+                         ("--lenpen", float), ("--batch-size", int), ("--block-ngram-repeat", int),
+                         ("--block-immediate-repeat", int), ("--no-repeat-ngram-size", int), ("--block-ignore", str),
+                         ("--coverage-penalty", float), ("--unkpen", float)):
         parser.add_argument(option, type=kind)
     parser.add_argument("--allow-unk", action="store_true", default=None)
     known, unused = parser.parse_known_args(list(gen_args))

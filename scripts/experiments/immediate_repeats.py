@@ -60,12 +60,14 @@ def teacher_forced(details, model):
     ids (1 x S, T), P(w) over the extended vocabulary (T x V_ext), P_vocab (T x V_reg), p_gen (T), a^t (T x S)."""
     import torch
 
+    from fairseq_plugins.inference.hub import forced_inputs
+
     dictionary = model.decoder.dictionary
-    src = torch.tensor([dictionary.index(token) for token in details.source_markers]).view(1, -1)
     tokens = torch.tensor([dictionary.index(token) for token in details.summary_markers])
-    prev = torch.cat([tokens.new_tensor([dictionary.eos()]), tokens[:-1]]).view(1, -1)
+    src, lengths, prev = forced_inputs(model, torch.tensor([dictionary.index(t) for t in details.source_markers]),
+                                       tokens)
     with torch.no_grad():
-        logits, extra = model(src, torch.tensor([src.size(1)]), prev)
+        logits, extra = model(src, lengths, prev)
         full = model.get_normalized_probs((logits, extra), log_probs=False)[0]
     return src, tokens, full, torch.softmax(logits[0].float(), dim=-1), extra["p_gen"][0, :, 0], extra["attn"][0][0]
 
@@ -123,7 +125,8 @@ def report(args, results: Dict, started: float) -> str:
                     results, seeds, started)
     lines += [f"{CORPORA[args.corpus][0]}; short_targets.py's models: *before* `./train.sh DATA MODEL --max-update "
               f"{BEFORE_UPDATES} --eos-attention renormalise`, *after* `./train.sh DATA MODEL`.  *defaults*: decoded "
-              "with the defaults and `--block-immediate-repeat 0`; *ban*: with `--block-immediate-repeat 1`.  ROUGE: official ROUGE-1.5.5 "
+              "with the defaults and `--block-immediate-repeat 0`; *ban*: with `--block-immediate-repeat 1`.  "
+              "ROUGE: official ROUGE-1.5.5 "
               "F1 on the 500 test documents (`--no-detok`; Chinese: characters as ids).", ""]
     lines += seed_table(results, seeds, ROWS)
     lines += ["", "## defaults -> ban (B - A, 95 % paired bootstrap per seed)", "",
